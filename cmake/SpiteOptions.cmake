@@ -1,0 +1,33 @@
+# Build options and toolchain settings shared by every target.
+option(SPITE_BUILD_TESTS "Build the test suite" ON)
+option(SPITE_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+option(SPITE_FUZZ "Build libFuzzer targets (needs clang)" OFF)
+option(SPITE_WERROR "Treat warnings as errors" OFF)
+
+# ccache on a 2-core machine turns most rebuilds into cache hits.
+find_program(SPITE_CCACHE ccache)
+if(SPITE_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  set(CMAKE_C_COMPILER_LAUNCHER "${SPITE_CCACHE}")
+  set(CMAKE_CXX_COMPILER_LAUNCHER "${SPITE_CCACHE}")
+endif()
+
+add_library(spite_warnings INTERFACE)
+target_compile_options(spite_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow=local -Wno-missing-field-initializers)
+if(SPITE_WERROR)
+  target_compile_options(spite_warnings INTERFACE -Werror)
+endif()
+
+if(SPITE_FUZZ)
+  # Every library gets coverage instrumentation; the fuzzer binaries add the libFuzzer driver.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+if(SPITE_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# Where tests find the shared reference data (models, golden outputs); SPITE_SHARED_DIR in the
+# environment overrides it at run time.
+set(SPITE_SHARED_DIR "${PROJECT_SOURCE_DIR}/../shared" CACHE PATH "Shared test data folder")

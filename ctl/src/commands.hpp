@@ -1,0 +1,27 @@
+// The spitectl command table. A command is a name, a one-line summary and a function; adding a
+// command means adding a file and one line to the table in commands.cpp.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spite::ctl {
+
+// Exit codes shared by every command.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_failure = 1;  // the command ran and failed (bad file, refused request)
+inline constexpr int exit_usage = 2;    // bad command line
+
+struct command {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(const std::vector<std::string>& argv);
+};
+
+std::span<const command> all_commands();
+
+int run_inspect(const std::vector<std::string>& argv);
+
+}  // namespace spite::ctl
