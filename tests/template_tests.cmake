@@ -1,0 +1,1 @@
+# Chat-template interpreter tests (unit and golden).
