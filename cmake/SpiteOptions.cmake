@@ -19,7 +19,7 @@ endif()
 
 if(SPITE_FUZZ)
   # Every library gets coverage instrumentation; the fuzzer binaries add the libFuzzer driver.
-  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
 endif()
 

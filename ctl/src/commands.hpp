@@ -23,5 +23,8 @@ struct command {
 std::span<const command> all_commands();
 
 int run_inspect(const std::vector<std::string>& argv);
+int run_tokenize(const std::vector<std::string>& argv);
+int run_detokenize(const std::vector<std::string>& argv);
+int run_bench_tokenize(const std::vector<std::string>& argv);
 
 }  // namespace spite::ctl

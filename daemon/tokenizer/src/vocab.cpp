@@ -44,6 +44,18 @@ std::string_view vocab_kind_name(vocab_kind k) noexcept {
   return "?";
 }
 
+std::string_view vocab::string_arena::store(std::string_view s) {
+  if (s.size() > capacity_ - used_) {
+    capacity_ = std::max<std::size_t>(s.size(), 1 << 20);
+    blocks_.push_back(std::make_unique<char[]>(capacity_));
+    used_ = 0;
+  }
+  char* at = blocks_.back().get() + used_;
+  if (!s.empty()) std::memcpy(at, s.data(), s.size());
+  used_ += s.size();
+  return {at, s.size()};
+}
+
 token vocab::find(std::string_view text) const noexcept {
   const auto it = by_text_.find(text);
   return it == by_text_.end() ? no_token : it->second;
@@ -100,15 +112,6 @@ result<void> vocab::load_tokens(const gguf::metadata& meta) {
     return make_error(errc::malformed, "tokenizer.ggml.token_type must hold one integer per token (" + std::to_string(n) + ")");
   }
 
-  std::vector<std::string> placeholders;  // the reference names empty tokens [EMPTY_<id>]
-  std::size_t total = 0;
-  for (std::size_t i = 0; i < n; ++i) total += tokens->string_at(i).empty() ? 24 : tokens->string_at(i).size();
-  const gguf::array_value* merges = meta.get_array("tokenizer.ggml.merges");
-  if (merges != nullptr && merges->element_type() == gguf::value_type::string) {
-    for (std::size_t i = 0; i < merges->size(); ++i) total += merges->string_at(i).size();
-  }
-  arena_.reserve(total);  // never reallocated afterwards: the views below stay valid
-
   texts_.resize(n);
   scores_.assign(n, 0.0f);
   attrs_.assign(n, attr_normal);
@@ -120,9 +123,7 @@ result<void> vocab::load_tokens(const gguf::metadata& meta) {
       placeholder = "[EMPTY_" + std::to_string(i) + "]";
       word = placeholder;
     }
-    const std::size_t at = arena_.size();
-    arena_.append(word);
-    texts_[i] = std::string_view(arena_).substr(at, word.size());
+    texts_[i] = arena_.store(word);
     if (!by_text_.emplace(texts_[i], static_cast<token>(i)).second) {
       return make_error(errc::malformed, "tokenizer.ggml.tokens: token " + std::to_string(i) + " repeats the text of token " +
                                              std::to_string(by_text_[texts_[i]]));
@@ -143,9 +144,7 @@ result<void> vocab::load_merges(const gguf::metadata& meta) {
   const auto intern = [&](std::string_view s) -> std::int32_t {
     const auto it = symbol_ids_.find(s);
     if (it != symbol_ids_.end()) return it->second;
-    const std::size_t at = arena_.size();
-    arena_.append(s);
-    const std::string_view stored = std::string_view(arena_).substr(at, s.size());
+    const std::string_view stored = arena_.store(s);
     const auto id = static_cast<std::int32_t>(symbols_.size());
     symbols_.push_back(stored);
     symbol_ids_.emplace(stored, id);

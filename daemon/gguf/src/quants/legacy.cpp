@@ -37,7 +37,9 @@ constexpr std::int8_t k_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, 
 
 }  // namespace
 
-void dequantize_row_f32(const void* src, float* dst, std::int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+void dequantize_row_f32(const void* src, float* dst, std::int64_t n) {
+  if (n > 0) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+}
 void dequantize_row_f64(const void* src, float* dst, std::int64_t n) { widen<double>(src, dst, n); }
 void dequantize_row_i8(const void* src, float* dst, std::int64_t n) { widen<std::int8_t>(src, dst, n); }
 void dequantize_row_i16(const void* src, float* dst, std::int64_t n) { widen<std::int16_t>(src, dst, n); }
@@ -62,7 +64,9 @@ void dequantize_row_bf16(const void* src, float* dst, std::int64_t n) {
   }
 }
 
-void quantize_row_f32(const float* src, void* dst, std::int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+void quantize_row_f32(const float* src, void* dst, std::int64_t n) {
+  if (n > 0) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+}
 
 void quantize_row_f16(const float* src, void* dst, std::int64_t n) {
   auto* p = static_cast<unsigned char*>(dst);

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -112,7 +113,8 @@ class value {
   std::shared_ptr<void> ptr_;  // std::string, value_list, value_dict or template_detail::object
 };
 
-// A Python dict: keys unique under Python equality, kept in insertion order.
+// A Python dict: keys unique under Python equality, kept in insertion order. String keys are
+// hashed once the dict is large.
 class value_dict {
  public:
   using entry = std::pair<value, value>;
@@ -129,6 +131,8 @@ class value_dict {
 
  private:
   std::vector<entry> entries_;
+  std::unordered_map<std::string_view, std::size_t> index_;  // views into the shared key strings
+  bool indexed_ = false;
 };
 
 // JSON to template values: null -> None, objects -> dicts in the document's key order (use

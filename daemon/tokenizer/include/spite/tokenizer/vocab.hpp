@@ -110,7 +110,17 @@ class vocab {
   vocab_kind kind_ = vocab_kind::none;
   std::string model_, pre_;
   const pretokenizer_spec* pre_spec_ = nullptr;
-  std::string arena_;  // all token and merge texts; views below point into it
+  // Stable storage for token and merge texts: fixed-size blocks that never move, so the views
+  // below stay valid however much is added.
+  class string_arena {
+   public:
+    std::string_view store(std::string_view s);
+
+   private:
+    std::vector<std::unique_ptr<char[]>> blocks_;
+    std::size_t used_ = 0, capacity_ = 0;
+  };
+  string_arena arena_;
   std::vector<std::string_view> texts_;
   std::vector<float> scores_;
   std::vector<std::uint32_t> attrs_;
