@@ -61,8 +61,10 @@ class tokenizer {
 // streaming output: bytes of a character split across tokens are held until it is complete.
 class stream_detokenizer {
  public:
-  explicit stream_detokenizer(std::shared_ptr<const tokenizer> tok, bool special = false)
-      : tok_(std::move(tok)), special_(special) {}
+  // `at_text_start`: the stream begins the text (decode rules for a first token apply: SPM drops
+  // the space it prefixed). Leave it false for generated tokens that continue a prompt.
+  explicit stream_detokenizer(std::shared_ptr<const tokenizer> tok, bool special = false, bool at_text_start = false)
+      : tok_(std::move(tok)), special_(special), first_(at_text_start) {}
   // The text that became complete with this token (may be empty).
   std::string push(token t);
   // Whatever is still held back (an incomplete character at the end of the stream).
@@ -71,7 +73,7 @@ class stream_detokenizer {
  private:
   std::shared_ptr<const tokenizer> tok_;
   bool special_;
-  bool first_ = true;
+  bool first_;
   std::string pending_;
 };
 

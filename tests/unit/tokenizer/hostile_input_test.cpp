@@ -1,0 +1,102 @@
+// Hostile input: invalid UTF-8, NUL bytes, huge texts, long runs without a word break. Every
+// one tokenizes without crashing, in time linear in its length, and invalid bytes come out as
+// the reference engine treats them (SPM: byte tokens; byte-level BPE: U+FFFD).
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+
+#include "shared_data.hpp"
+#include "spite/gguf/file.hpp"
+#include "spite/tokenizer/tokenizer.hpp"
+
+namespace {
+
+using spite::tokenizer::token;
+using spite::tokenizer::tokenizer;
+
+std::shared_ptr<const tokenizer> load(const std::string& rel) {
+  auto f = spite::gguf::file::open(spite::test::shared_path(rel).string());
+  REQUIRE(f.ok());
+  auto t = tokenizer::from_metadata(f->meta());
+  REQUIRE(t.ok());
+  return *t;
+}
+
+std::vector<token> tok(const tokenizer& t, const std::string& s) {
+  auto r = t.tokenize(s, {.add_special = false, .parse_special = false});
+  REQUIRE(r.ok());
+  return *r;
+}
+
+double seconds_for(const tokenizer& t, const std::string& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto ids = tok(t, s);  // (WordPiece drops whitespace and U+FFFD: may be empty)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string repeat(const std::string& unit, std::size_t bytes) {
+  std::string s;
+  s.reserve(bytes + unit.size());
+  while (s.size() < bytes) s += unit;
+  return s;
+}
+
+// Tokenizing 4x the input must not take 16x the time. The bound is generous (x10) so a loaded
+// machine does not make the test flaky; quadratic behaviour still fails it.
+void check_linear(const tokenizer& t, const std::string& unit, std::size_t small_bytes) {
+  const std::string small = repeat(unit, small_bytes), large = repeat(unit, small_bytes * 4);
+  const double ts = std::max(seconds_for(t, small), 1e-3), tl = seconds_for(t, large);
+  INFO("unit [" << unit.substr(0, 16) << "] " << small.size() << " bytes: " << ts << " s, " << large.size()
+                << " bytes: " << tl << " s");
+  CHECK(tl < ts * 10.0);
+}
+
+const char* const k_vocabs[] = {"models/vocab/ggml-vocab-llama-spm.gguf", "models/vocab/ggml-vocab-qwen2.gguf",
+                                "models/vocab/ggml-vocab-bert-bge.gguf", "models/vocab/ggml-vocab-deepseek-llm.gguf"};
+
+}  // namespace
+
+TEST_CASE("invalid UTF-8 becomes byte tokens in SentencePiece vocabularies", "[tokenizer][hostile]") {
+  const auto t = load("models/vocab/ggml-vocab-llama-spm.gguf");
+  const auto ids = tok(*t, "a\xff" "b\xc3");
+  const token ff = t->vocabulary().byte_token(0xff), c3 = t->vocabulary().byte_token(0xc3);
+  REQUIRE(ff != spite::tokenizer::no_token);
+  CHECK(std::count(ids.begin(), ids.end(), ff) == 1);
+  CHECK(std::count(ids.begin(), ids.end(), c3) == 1);
+  CHECK(t->detokenize(ids) == "a\xff" "b\xc3");  // nothing lost
+}
+
+TEST_CASE("invalid UTF-8 is read as U+FFFD by byte-level BPE vocabularies", "[tokenizer][hostile]") {
+  const auto t = load("models/vocab/ggml-vocab-qwen2.gguf");
+  CHECK(tok(*t, "x\xff" "y") == tok(*t, "x\xef\xbf\xbd" "y"));
+  CHECK(tok(*t, "\xe2\x82") == tok(*t, "\xef\xbf\xbd\xef\xbf\xbd"));  // a truncated sequence: one per byte
+}
+
+TEST_CASE("NUL bytes and control characters tokenize", "[tokenizer][hostile]") {
+  for (const char* v : k_vocabs) {
+    INFO(v);
+    const auto t = load(v);
+    const std::string text("a\0b\0\0c\x01\x7f", 8);
+    CHECK(!tok(*t, text).empty());
+  }
+}
+
+TEST_CASE("pathological texts tokenize in linear time", "[tokenizer][hostile][slow]") {
+  for (const char* v : k_vocabs) {
+    INFO(v);
+    const auto t = load(v);
+    check_linear(*t, "The quick brown fox jumps over the lazy dog. ", 256 * 1024);  // ordinary text
+    check_linear(*t, "abcdefghij", 256 * 1024);                                     // no spaces at all
+    check_linear(*t, " ", 25 * 1024);                                               // 100k spaces
+    check_linear(*t, "\xf0\x9f\xa6\x99", 64 * 1024);                                // one emoji, repeated
+    check_linear(*t, "\xff\xfe", 64 * 1024);                                        // invalid bytes only
+  }
+}
+
+TEST_CASE("ten megabytes of text tokenize", "[tokenizer][hostile][slow]") {
+  const auto t = load("models/vocab/ggml-vocab-llama-bpe.gguf");
+  const std::string text = repeat("In 2024, 37 engineers wrote 1,234 lines of C++ code; it's tokenized quickly! ", 10 << 20);
+  const auto ids = tok(*t, text);
+  CHECK(ids.size() > text.size() / 8);
+  CHECK(t->detokenize(ids) == text);
+}
