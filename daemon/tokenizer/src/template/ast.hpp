@@ -103,6 +103,7 @@ struct stmt {
   stmt_kind kind = stmt_kind::text;
   int line = 0;
   std::string text;
+  bool recursive = false;  // for ... recursive: the body may call loop(children)
   expr_ptr value_expr;
   expr_ptr cond;
   target tgt;

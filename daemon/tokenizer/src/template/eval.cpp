@@ -11,7 +11,13 @@ error interp::locate(error e, int line) {
   return e;
 }
 
+error interp::too_deep() const {
+  return limit_error("template nesting deeper than " + std::to_string(opts_.max_nesting) + " levels");
+}
+
 result<value> interp::eval(const expr& e, const scope_ptr& sc) {
+  nesting_guard g(nesting_);
+  if (nesting_ > opts_.max_nesting) return locate(too_deep(), e.line);
   auto r = eval_inner(e, sc);
   if (!r && !located_) return locate(std::move(r).err(), e.line);
   return r;

@@ -14,6 +14,29 @@ result<std::string> interp::render(const program& prog, const value& context) {
   return out;
 }
 
+interp::~interp() {
+  for (const auto& weak : tracked_) {
+    const auto o = weak.lock();
+    if (!o) continue;
+    switch (o->kind) {
+      case object_kind::macro: static_cast<macro_object&>(*o).closure.reset(); break;
+      case object_kind::namespace_: static_cast<namespace_object&>(*o).attrs = value_dict{}; break;
+      case object_kind::loop: {
+        auto& l = static_cast<loop_object&>(*o);
+        l.outer.reset();
+        l.last_changed = value();
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
+value interp::track(std::shared_ptr<object> o) {
+  tracked_.push_back(o);
+  return value::from_object(std::move(o));
+}
+
 result<void> interp::emit(std::string_view text) {
   if (out_->size() + text.size() > opts_.max_output_bytes)
     return limit_error("output exceeds " + std::to_string(opts_.max_output_bytes) + " bytes");
@@ -35,6 +58,8 @@ result<void> interp::count_iterations(std::size_t n) {
 }
 
 result<flow> interp::exec(const stmt_list& body, const scope_ptr& sc) {
+  nesting_guard g(nesting_);
+  if (nesting_ > opts_.max_nesting) return too_deep();
   for (const auto& s : body) {
     auto r = exec_stmt(*s, sc);
     if (!r) {
@@ -94,8 +119,7 @@ result<void> interp::assign(const target& t, value v, const scope_ptr& sc) {
   return ok();
 }
 
-result<flow> interp::exec_for(const stmt& s, const scope_ptr& sc) {
-  SPITE_TPL_LET(value iterable, eval(*s.value_expr, sc));
+result<flow> interp::exec_for(const stmt& s, const value& iterable, const scope_ptr& sc, std::size_t depth0) {
   SPITE_TPL_LET(seq items, iterate(iterable));
   value list = items.holder;
   if (s.cond) {
@@ -118,7 +142,12 @@ result<flow> interp::exec_for(const stmt& s, const scope_ptr& sc) {
   }
   auto loop = std::make_shared<loop_object>();
   loop->items = list;
-  const value loop_value = value::from_object(loop);
+  loop->depth0 = depth0;
+  if (s.recursive) {
+    loop->recursive = &s;
+    loop->outer = sc;
+  }
+  const value loop_value = track(loop);
   for (std::size_t i = 0; i < elements.size(); ++i) {
     SPITE_TRY(count_iterations(1));
     loop->index0 = i;
@@ -129,6 +158,23 @@ result<flow> interp::exec_for(const stmt& s, const scope_ptr& sc) {
     if (f == flow::break_) break;
   }
   return flow::normal;
+}
+
+// loop(children) in a recursive for: the body again over the children, one level deeper.
+result<value> interp::call_loop(const loop_object& loop, call_args args) {
+  if (!loop.recursive) return type_error("'LoopContext' object is not callable");
+  if (args.pos.size() != 1 || !args.kw.empty()) return type_error("loop() takes exactly one argument");
+  if (depth_ >= opts_.max_call_depth)
+    return limit_error("recursive loop calls nested deeper than " + std::to_string(opts_.max_call_depth));
+  std::string buffer;
+  std::string* saved = out_;
+  out_ = &buffer;
+  ++depth_;
+  auto r = exec_for(*loop.recursive, args.pos[0], loop.outer, loop.depth0 + 1);
+  --depth_;
+  out_ = saved;
+  if (!r) return std::move(r).err();
+  return value(std::move(buffer));
 }
 
 result<value> interp::call_macro(const macro_object& m, call_args args) {
@@ -203,7 +249,10 @@ result<flow> interp::exec_stmt(const stmt& s, const scope_ptr& sc) {
       SPITE_TPL_LET(value t, eval(*s.value_expr, sc));
       return exec(truthy(t) ? s.body : s.else_body, sc);
     }
-    case stmt_kind::for_: return exec_for(s, sc);
+    case stmt_kind::for_: {
+      SPITE_TPL_LET(value iterable, eval(*s.value_expr, sc));
+      return exec_for(s, iterable, sc, 0);
+    }
     case stmt_kind::set: {
       SPITE_TPL_LET(value v, eval(*s.value_expr, sc));
       SPITE_TRY(assign(s.tgt, std::move(v), sc));
@@ -220,13 +269,13 @@ result<flow> interp::exec_stmt(const stmt& s, const scope_ptr& sc) {
       return flow::normal;
     }
     case stmt_kind::macro:
-      sc->set(s.macro->name, value::from_object(std::make_shared<macro_object>(s.macro.get(), sc)));
+      sc->set(s.macro->name, track(std::make_shared<macro_object>(s.macro.get(), sc)));
       return flow::normal;
     case stmt_kind::call_block: {
       const expr& call_expr = *s.value_expr;
       SPITE_TPL_LET(value callee, eval(*call_expr.items[0], sc));
       SPITE_TPL_LET(call_args args, eval_args(call_expr.args, sc));
-      args.kw.emplace_back("caller", value::from_object(std::make_shared<macro_object>(s.macro.get(), sc)));
+      args.kw.emplace_back("caller", track(std::make_shared<macro_object>(s.macro.get(), sc)));
       SPITE_TPL_LET(value r, call(callee, std::move(args)));
       SPITE_TRY(emit(py_str(r)));
       return flow::normal;

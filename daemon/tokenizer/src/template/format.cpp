@@ -140,6 +140,12 @@ std::string type_name(const value& v) {
   return "object";
 }
 
+std::string quoted_type(const value& v) {
+  std::string out = "'";
+  out.append(type_name(v)).push_back('\'');
+  return out;
+}
+
 namespace {
 
 void repr_items(std::string& out, const value_list& items, int depth) {

@@ -15,6 +15,7 @@ std::string py_repr(const value& v);       // repr(v)
 void py_repr_to(std::string& out, const value& v, int depth = 0);
 std::string py_string_repr(std::string_view s);  // 'text' with Python's quoting and escapes
 std::string type_name(const value& v);     // Python's type name: str, NoneType, dict, ...
+std::string quoted_type(const value& v);   // 'str'
 
 std::string html_escape(std::string_view s);  // markupsafe.escape: & < > ' "
 

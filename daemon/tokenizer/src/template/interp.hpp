@@ -46,6 +46,8 @@ inline bool is_markup(const value& v) { return v.is_string() && v.flavor() == va
 inline value markup(std::string s) { return value(std::move(s)).with_flavour(value::flavour::markup); }
 inline value make_tuple(value_list items) { return value(std::move(items)).with_flavour(value::flavour::tuple); }
 value make_generator(value_list items, std::string type_name = "generator");
+// A generator filter's result; a failure is kept in the generator until it is consumed.
+value lazy_generator(result<value> made);
 // bool and int both count as Python ints.
 inline bool is_integral(const value& v) { return v.is_int() || v.is_bool(); }
 inline std::int64_t to_i64(const value& v) { return v.is_bool() ? std::int64_t{v.as_bool()} : v.as_int(); }
@@ -80,6 +82,9 @@ enum class flow : std::uint8_t { normal, break_, continue_ };
 class interp {
  public:
   explicit interp(const render_options& options) : opts_(options) {}
+  ~interp();
+  interp(const interp&) = delete;
+  interp& operator=(const interp&) = delete;
 
   result<std::string> render(const program& prog, const value& context);
 
@@ -106,6 +111,10 @@ class interp {
   result<value> filter(std::string_view name, const value& input, call_args args);
   result<bool> test(std::string_view name, const value& v, call_args args);
 
+  // Objects that can close a reference cycle (macro closures, namespaces, recursive loops): the
+  // interpreter empties them when the render ends, so shared_ptr cycles cannot leak.
+  value track(std::shared_ptr<object> o);
+
   // Fails once a string being built would pass the output limit.
   result<void> check_size(std::size_t bytes) const;
   result<void> count_iterations(std::size_t n);
@@ -116,11 +125,21 @@ class interp {
   std::string* out_ = nullptr;
   std::uint64_t iterations_ = 0;
   int depth_ = 0;
+  int nesting_ = 0;       // eval and exec frames on the stack
+  std::vector<std::weak_ptr<object>> tracked_;
   bool located_ = false;  // the error being returned already names its line
+
+  struct nesting_guard {
+    explicit nesting_guard(int& n) : n_(n) { ++n_; }
+    ~nesting_guard() { --n_; }
+    int& n_;
+  };
+  error too_deep() const;
 
   error locate(error e, int line);
   result<flow> exec_stmt(const stmt& s, const scope_ptr& sc);
-  result<flow> exec_for(const stmt& s, const scope_ptr& sc);
+  result<flow> exec_for(const stmt& s, const value& iterable, const scope_ptr& sc, std::size_t depth0);
+  result<value> call_loop(const loop_object& loop, call_args args);
   result<void> assign(const target& t, value v, const scope_ptr& sc);
   result<void> emit(std::string_view text);
   result<value> eval_inner(const expr& e, const scope_ptr& sc);
@@ -136,7 +155,11 @@ result<value> slice_value(const value& obj, std::optional<std::int64_t> start, s
 
 // Tables (filters*.cpp, tests.cpp, methods.cpp, globals.cpp).
 result<value> apply_filter(interp& in, std::string_view name, const value& input, call_args& args);
-result<value> apply_seq_filter(interp& in, std::string_view name, const value& input, call_args& args, bool& found);
+result<value> apply_seq_filter(interp& in, std::string_view name, const value& input, call_args& args);
+bool is_seq_filter(std::string_view name);
+// jinja2's attribute getter for filters: "a.b.0" looks up a, then b, then item 0; an undefined
+// result becomes `fallback` when one is given.
+result<value> attribute_path(interp& in, value item, const value& attribute, const std::optional<value>& fallback = {});
 result<bool> apply_test(interp& in, std::string_view name, const value& v, call_args& args);
 // The method `name` of `self` (bound) if its Python type has one; mutating methods give the
 // sandbox's unsafe undefined. nullopt: no such method.

@@ -3,11 +3,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "spite/core/result.hpp"
 #include "spite/tokenizer/template.hpp"
 #include "template/ast.hpp"
 
@@ -91,6 +93,8 @@ struct loop_object : object {
   std::size_t depth0 = 0;
   bool has_last_changed = false;
   value last_changed;
+  const stmt* recursive = nullptr;  // the for statement of a recursive loop
+  scope_ptr outer;                  // and the scope it runs in
   std::size_t size() const { return items.as_list().size(); }
 };
 
@@ -102,6 +106,9 @@ struct generator_object : object {
   value_list items;
   std::size_t pos = 0;
   std::string type_name;  // Python's name for it: generator, list_reverseiterator, ...
+  // Python computes generators lazily: what failed while making the items is raised only when
+  // the generator is consumed.
+  std::optional<error> failure;
 };
 
 inline bool is_object(const value& v, object_kind k) { return v.is_object() && v.object()->kind == k; }

@@ -204,9 +204,7 @@ result<void> parser::parse_for(stmt& s) {
     if (!c) return std::move(c).err();
     s.cond = std::move(*c);
   }
-  if (is_name("recursive"))
-    return make_error(errc::unsupported,
-                      "chat template line " + std::to_string(cur().line) + ": recursive for loops are not supported");
+  s.recursive = skip_name("recursive");
   {
     int_guard loops(loop_depth_, loop_depth_ + 1);
     auto body = parse_statements({"endfor", "else"}, false);
@@ -252,6 +250,8 @@ result<void> parser::parse_signature(macro_def& m) {
     if (!m.params.empty()) SPITE_TRY(expect_op(","));
     auto t = parse_target(false, true, {}, false);
     if (!t) return std::move(t).err();
+    if (std::find(m.params.begin(), m.params.end(), t->name) != m.params.end())
+      return fail("duplicate argument '" + t->name + "' in macro definition");
     m.params.push_back(t->name);
     if (skip_op("=")) {
       auto d = parse_expression(true);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,23 @@ std::string py_lower(std::string_view s);
 std::string py_title(std::string_view s);       // str.title()
 std::string py_capitalize(std::string_view s);  // str.capitalize()
 std::string py_swapcase(std::string_view s);
+
+// Python str algorithms over UTF-8 (indices and widths count code points).
+std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right);
+// split/rsplit: no separator splits on runs of whitespace; maxsplit < 0 means no limit. An empty
+// separator is the caller's ValueError.
+std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, std::int64_t maxsplit);
+std::vector<std::string> py_rsplit(std::string_view s, const std::optional<std::string>& sep, std::int64_t maxsplit);
+std::vector<std::string> py_splitlines(std::string_view s, bool keepends);
+std::string py_replace(std::string_view s, std::string_view old, std::string_view repl, std::int64_t count);
+// find/rfind/count within s[start:end] (Python slice bounds); -1 when absent.
+std::int64_t py_find(std::string_view s, std::string_view sub, std::optional<std::int64_t> start,
+                     std::optional<std::int64_t> end, bool reverse);
+std::int64_t py_count(std::string_view s, std::string_view sub, std::optional<std::int64_t> start,
+                      std::optional<std::int64_t> end);
+// s[start:end] with Python's clamping, in code points.
+std::string py_substr(std::string_view s, std::optional<std::int64_t> start, std::optional<std::int64_t> end);
+std::string py_pad(std::string_view s, std::int64_t width, char32_t fill, int align);  // align <0 left, 0 center, >0 right
 
 // Python's \s / str.split() whitespace at the byte level for the fast ASCII path.
 inline bool ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }

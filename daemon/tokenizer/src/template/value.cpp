@@ -161,8 +161,13 @@ void value_dict::set(value key, value v) {
   }
 }
 
-value from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+constexpr int k_max_json_depth = 512;
+
+value from_json_at(const nlohmann::ordered_json& j, int depth) {
   using t = nlohmann::ordered_json::value_t;
+  if (depth > k_max_json_depth && (j.is_array() || j.is_object())) return value::none();
   switch (j.type()) {
     case t::null: return value::none();
     case t::boolean: return value(j.get<bool>());
@@ -178,12 +183,12 @@ value from_json(const nlohmann::ordered_json& j) {
     case t::array: {
       value_list items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json_at(e, depth + 1));
       return value(std::move(items));
     }
     case t::object: {
       value_dict d;
-      for (const auto& [k, v] : j.items()) d.set(value(k), from_json(v));
+      for (const auto& [k, v] : j.items()) d.set(value(k), from_json_at(v, depth + 1));
       return value(std::move(d));
     }
     case t::binary: {
@@ -195,5 +200,9 @@ value from_json(const nlohmann::ordered_json& j) {
   }
   return value();
 }
+
+}  // namespace
+
+value from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
 
 }  // namespace spite::tokenizer

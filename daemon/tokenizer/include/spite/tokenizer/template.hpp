@@ -123,6 +123,8 @@ class value_dict {
   bool empty() const noexcept { return entries_.empty(); }
   const value* find(const value& key) const;
   const value* find(std::string_view key) const;
+  const value* find(const std::string& key) const { return find(std::string_view(key)); }
+  const value* find(const char* key) const { return find(std::string_view(key)); }
   // Inserts at the end, or replaces the value in place when the key exists.
   void set(value key, value v);
   const std::vector<entry>& entries() const noexcept { return entries_; }
@@ -137,6 +139,8 @@ class value_dict {
 
 // JSON to template values: null -> None, objects -> dicts in the document's key order (use
 // ordered_json when parsing), integers that fit int64 -> int, other numbers -> float.
+// Containers nested deeper than 512 levels become None (no chat template reads that deep, and
+// the interpreter must not recurse without bound).
 value from_json(const nlohmann::ordered_json& j);
 
 struct render_options {
@@ -146,6 +150,7 @@ struct render_options {
   std::size_t max_output_bytes = std::size_t{16} << 20;  // also bounds every string built
   std::uint64_t max_loop_iterations = 1'000'000;         // all loops of one render together
   int max_call_depth = 64;                               // nested macro calls
+  int max_nesting = 1000;  // statements and expressions being evaluated at once (bounds stack use)
 };
 
 // A compiled chat template. Immutable after compile: render may run from many threads at once.

@@ -1,0 +1,68 @@
+// The operations a forward pass needs, as a table of kernels. The dispatcher fills the table
+// per model x device; today it holds the built-in CPU kernels, which are also the reference
+// every plug-in kernel is checked against. Shapes are written in ggml order: [ne0, ne1].
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "spite/core/thread_pool.hpp"
+#include "spite/dispatch/tensor.hpp"
+
+namespace spite::dispatch {
+
+// How the scores of one query against the keys are masked.
+struct attention_mask {
+  std::int32_t swa_window = 0;  // > 0: keys with q_pos - k_pos >= window are masked
+  bool swa_chunked = false;     // chunked windows: keys before floor(q_pos / window) * window are masked
+};
+
+struct attention_args {
+  // q: [D, H, n_tokens]; out: [Dv, H, n_tokens]
+  const float* q;
+  float* out;
+  std::int64_t n_tokens, n_head, n_head_kv, head_dim, head_dim_v;
+  const std::int32_t* q_pos;  // position of each query token
+  // Keys and values of the token's sequence, F16: k [D, Hkv, n_kv], v [Dv, Hkv, n_kv]; key i has
+  // position kv_pos[i]. Keys after a query's own position are masked (causal).
+  const std::uint16_t* k;
+  const std::uint16_t* v;
+  const std::int32_t* kv_pos;
+  std::int64_t n_kv;
+  float scale;            // applied to q.k
+  float softcap = 0.0f;   // > 0: scores become softcap * tanh(score / softcap) before scaling
+  const float* sinks = nullptr;  // [H] extra logit per head, in the softmax denominator only
+  attention_mask mask;
+};
+
+struct rope_args {
+  float* x;  // [head_dim, n_head, n_tokens], rotated in place
+  std::int64_t n_tokens, n_head, head_dim;
+  std::int64_t n_dims;          // rotated dimensions (<= head_dim; the rest pass through)
+  const std::int32_t* pos;      // [n_tokens]
+  bool neox;                    // pairs (i, i + n_dims/2) instead of (2i, 2i+1)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;      // 1 / linear scaling factor
+  float ext_factor = 0.0f;      // YaRN extrapolation mix (0: off)
+  float attn_factor = 1.0f;     // magnitude applied to cos / sin
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  std::int32_t n_ctx_orig = 0;
+  const float* freq_factors = nullptr;  // [n_dims / 2] divisors of the frequencies, or null
+};
+
+struct op_table {
+  // y [out, n_tokens] = W x; x [in, n_tokens]. Activations are converted the way the weight
+  // type's dot product expects (f16 / bf16 rounding, 8-bit block quantization).
+  void (*matmul)(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+  // y = x / sqrt(mean(x^2) + eps) * w (w may be null), per row of n
+  void (*rms_norm)(const float* x, const float* w, float* y, std::int64_t n, std::int64_t rows, float eps);
+  void (*attention)(const attention_args& args, thread_pool& pool);
+  void (*rope)(const rope_args& args);
+  // h = silu(g) * u, rows of n elements
+  void (*swiglu)(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows);
+};
+
+// The built-in CPU kernels.
+const op_table& cpu_reference_ops();
+
+}  // namespace spite::dispatch

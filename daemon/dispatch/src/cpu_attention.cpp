@@ -1,0 +1,115 @@
+// Attention over an F16 KV cache, as the reference computes it without flash attention: the
+// query is rounded to f16 for K.q, scores and softmax are F32 (vector exp, sums of 16-lane
+// chunks in double), and the probabilities are rounded to f16 for V.p. Reduction orders follow
+// the reference's kernels because f16 rounding turns 1-ulp differences into 1e-4 ones.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu_kernels.hpp"
+#include "ref_math.hpp"
+#include "spite/core/half.hpp"
+
+namespace spite::dispatch::cpu {
+namespace {
+
+// Dot product of two f16-valued vectors (products are exact in float). Lengths that are a
+// multiple of 16 go through 16 lane sums (the reference's GEMM path); others through its vector
+// dot product: 64-element blocks in four lane groups, the tail summed in double.
+float dot_f16(const float* a, const float* b, std::int64_t n, std::int64_t stride_b = 1) {
+  if (n % 16 == 0) {
+    float lanes[16] = {};
+    for (std::int64_t i = 0; i < n; ++i) lanes[i % 16] += a[i] * b[i * stride_b];
+    return reduce16(lanes);
+  }
+  const std::int64_t np = n & ~std::int64_t{63};
+  double sum = 0.0;
+  if (np > 0) {
+    float acc[4][16] = {};
+    for (std::int64_t i = 0; i < np; ++i) acc[(i / 16) % 4][i % 16] += a[i] * b[i * stride_b];
+    for (int l = 0; l < 16; ++l) {
+      acc[0][l] += acc[2][l];
+      acc[1][l] += acc[3][l];
+      acc[0][l] += acc[1][l];
+    }
+    sum = reduce16(acc[0]);
+  }
+  for (std::int64_t i = np; i < n; ++i) sum += static_cast<double>(a[i] * b[i * stride_b]);
+  return static_cast<float>(sum);
+}
+
+}  // namespace
+
+void attention(const attention_args& a, thread_pool& pool) {
+  const std::int64_t group = a.n_head / a.n_head_kv;  // consecutive query heads share a kv head
+  const std::int64_t kv_stride = a.n_head_kv * a.head_dim, v_stride = a.n_head_kv * a.head_dim_v;
+  // Keys widened once; values widened and transposed ([n_kv] per head and dimension) so that
+  // V.p walks the keys contiguously, as the reference's transposed V cache does.
+  std::vector<float> k(static_cast<std::size_t>(a.n_kv * kv_stride));
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = fp16_to_fp32(a.k[i]);
+  // The reference's KV view is padded (to 256 cells); padding cells are masked and add zeros,
+  // but they decide which reduction path and chunking apply, so they are reproduced.
+  constexpr std::int64_t k_cache_pad = 256;
+  const std::int64_t n_kv = (a.n_kv + k_cache_pad - 1) / k_cache_pad * k_cache_pad;
+  std::vector<float> vt(static_cast<std::size_t>(n_kv * v_stride));
+  for (std::int64_t j = 0; j < a.n_kv; ++j) {
+    for (std::int64_t c = 0; c < v_stride; ++c) vt[static_cast<std::size_t>(c * n_kv + j)] = fp16_to_fp32(a.v[j * v_stride + c]);
+  }
+  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+  pool.parallel_for(a.n_tokens * a.n_head, [&](std::int64_t begin, std::int64_t end, int) {
+    std::vector<float> q(static_cast<std::size_t>(a.head_dim)), p(static_cast<std::size_t>(n_kv));
+    for (std::int64_t th = begin; th < end; ++th) {
+      const std::int64_t t = th / a.n_head, h = th % a.n_head, hk = h / group;
+      const float* qs = a.q + (t * a.n_head + h) * a.head_dim;
+      for (std::int64_t d = 0; d < a.head_dim; ++d) q[static_cast<std::size_t>(d)] = fp16_to_fp32(fp32_to_fp16(qs[d]));
+      const std::int32_t qp = a.q_pos[t];
+      float max = neg_inf;
+      for (std::int64_t j = a.n_kv; j < n_kv; ++j) p[static_cast<std::size_t>(j)] = neg_inf;
+      for (std::int64_t j = 0; j < a.n_kv; ++j) {
+        const std::int32_t kp = a.kv_pos[j];
+        bool masked = kp > qp;
+        if (!masked && a.mask.swa_window > 0) {
+          masked = a.mask.swa_chunked ? kp < (qp / a.mask.swa_window) * a.mask.swa_window : qp - kp >= a.mask.swa_window;
+        }
+        if (masked) {
+          p[static_cast<std::size_t>(j)] = neg_inf;
+          continue;
+        }
+        float s = dot_f16(k.data() + j * kv_stride + hk * a.head_dim, q.data(), a.head_dim);
+        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
+        s *= a.scale;
+        p[static_cast<std::size_t>(j)] = s;
+        max = std::max(max, s);
+      }
+      const float sink = a.sinks != nullptr ? a.sinks[h] : neg_inf;
+      max = std::max(max, sink);
+      // exp and the sum: whole chunks of 16 keys with the vector exp (each chunk reduced, then
+      // added in double), the remaining keys one by one with the C library's exp.
+      double sum = 0.0;
+      const std::int64_t whole = n_kv / 16 * 16;
+      for (std::int64_t c = 0; c < whole; c += 16) {
+        float* chunk = p.data() + c;
+        for (int l = 0; l < 16; ++l) chunk[l] = ref_expf(chunk[l] - max);
+        sum += reduce16(chunk);
+      }
+      for (std::int64_t j = whole; j < n_kv; ++j) {
+        const float x = p[static_cast<std::size_t>(j)];
+        const float e = x == neg_inf ? 0.0f : std::exp(x - max);
+        p[static_cast<std::size_t>(j)] = e;
+        sum += e;
+      }
+      if (a.sinks != nullptr) sum += ref_expf(sink - max);
+      const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+      for (std::int64_t j = 0; j < n_kv; ++j) {
+        p[static_cast<std::size_t>(j)] = fp16_to_fp32(fp32_to_fp16(p[static_cast<std::size_t>(j)] * inv));
+      }
+      float* o = a.out + (t * a.n_head + h) * a.head_dim_v;
+      for (std::int64_t d = 0; d < a.head_dim_v; ++d) {
+        o[d] = dot_f16(vt.data() + (hk * a.head_dim_v + d) * n_kv, p.data(), n_kv);
+      }
+    }
+  });
+}
+
+}  // namespace spite::dispatch::cpu

@@ -1,0 +1,153 @@
+// Generic CPU matmul for every weight type: each weight row is dequantized once and dotted with
+// all activation rows. Activations are first converted the way the reference engine's dot
+// product for that weight type sees them (rounded to f16 / bf16, or quantized to 8-bit blocks),
+// so results agree with it to float rounding whatever the weight type.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cpu_kernels.hpp"
+#include "ref_math.hpp"
+#include "spite/core/half.hpp"
+#include "spite/gguf/types.hpp"
+
+namespace spite::dispatch::cpu {
+namespace {
+
+using gguf::tensor_type;
+
+// The activation format the reference dot product pairs with a weight type.
+tensor_type activation_type(tensor_type w) {
+  switch (w) {
+    case tensor_type::f32: return tensor_type::f32;
+    case tensor_type::f16: return tensor_type::f16;
+    case tensor_type::bf16: return tensor_type::bf16;
+    case tensor_type::q4_0: case tensor_type::q5_0: case tensor_type::q8_0:
+    case tensor_type::iq4_nl: case tensor_type::mxfp4: return tensor_type::q8_0;
+    case tensor_type::q4_1: case tensor_type::q5_1: return tensor_type::q8_1;
+    default: return tensor_type::q8_K;  // K-quants, the other i-quants and ternary types
+  }
+}
+
+// Dot products in the reference engine's reduction orders (16 lanes, lanes reduced halves
+// first), because attention downstream rounds to f16 and amplifies 1-ulp differences.
+// `exact_products`: f16/bf16 inputs, whose products are exact in float.
+float dot(const float* a, const float* b, std::int64_t n, bool exact_products) {
+  if (n % 16 == 0) {  // the GEMM path: one 16-lane accumulator, fused multiply-adds
+    float lanes[16] = {};
+    for (std::int64_t i = 0; i < n; ++i) lanes[i % 16] = std::fma(a[i], b[i], lanes[i % 16]);
+    return reduce16(lanes);
+  }
+  // The vector dot product: 64-element blocks into four lane groups, then the tail.
+  const std::int64_t np = n & ~std::int64_t{63};
+  float acc[4][16] = {};
+  for (std::int64_t i = 0; i < np; ++i) {
+    float& l = acc[(i / 16) % 4][i % 16];
+    l = std::fma(a[i], b[i], l);
+  }
+  for (int l = 0; l < 16; ++l) {
+    acc[0][l] += acc[2][l];
+    acc[1][l] += acc[3][l];
+    acc[0][l] += acc[1][l];
+  }
+  if (exact_products) {
+    double sum = reduce16(acc[0]);
+    for (std::int64_t i = np; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
+    return static_cast<float>(sum);
+  }
+  float sum = reduce16(acc[0]);
+  for (std::int64_t i = np; i < n; ++i) sum = std::fma(a[i], b[i], sum);
+  return sum;
+}
+
+// BF16 pairs as the AVX-512 BF16 dot instruction adds them: each lane takes the odd element of
+// its pair, then the even one, each product exact and each addition rounded.
+// (Products go through separate arrays: GCC 12 at -O3 mis-vectorizes the interleaved form.)
+void bf16_pairs(const float* a, const float* b, float* lanes) {
+  float odd[16], even[16];
+  for (int l = 0; l < 16; ++l) odd[l] = a[2 * l + 1] * b[2 * l + 1];
+  for (int l = 0; l < 16; ++l) even[l] = a[2 * l] * b[2 * l];
+  for (int l = 0; l < 16; ++l) lanes[l] = (lanes[l] + odd[l]) + even[l];
+}
+
+float dot_bf16(const float* a, const float* b, std::int64_t n) {
+  if (n % 32 == 0) {  // GEMM path: 32 values per step into 16 lanes
+    float lanes[16] = {};
+    for (std::int64_t i = 0; i < n; i += 32) bf16_pairs(a + i, b + i, lanes);
+    return reduce16(lanes);
+  }
+  // Vector dot product: 64-value blocks into two accumulators, the tail in double.
+  float c1[16] = {}, c2[16] = {};
+  std::int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    bf16_pairs(a + i, b + i, c1);
+    bf16_pairs(a + i + 32, b + i + 32, c2);
+  }
+  double sum = static_cast<double>(reduce16(c1)) + static_cast<double>(reduce16(c2));
+  for (; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
+  return static_cast<float>(sum);
+}
+
+// 8-bit block quantization of activations as the reference's vector code does it: the
+// reciprocal scale is 127 / max (not 1 / d) and rounding goes to the nearest even.
+void quantize_dequantize_q8(const float* x, float* out, std::int64_t n) {
+  for (std::int64_t b = 0; b < n; b += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b + j]));
+    const float d = amax / 127.f;
+    const float dh = fp16_to_fp32(fp32_to_fp16(d));
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    for (int j = 0; j < 32; ++j) out[b + j] = dh * std::nearbyint(x[b + j] * id);
+  }
+}
+
+}  // namespace
+
+void convert_activations(tensor_type weight_type, const float* x, std::int64_t n, std::int64_t rows, float* out) {
+  const tensor_type at = activation_type(weight_type);
+  if (at == tensor_type::f32) {
+    std::memcpy(out, x, static_cast<std::size_t>(n * rows) * sizeof(float));
+    return;
+  }
+  if (at == tensor_type::f16) {
+    for (std::int64_t i = 0; i < n * rows; ++i) out[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+    return;
+  }
+  if (at == tensor_type::bf16) {
+    for (std::int64_t i = 0; i < n * rows; ++i) out[i] = bf16_to_fp32(fp32_to_bf16(x[i]));
+    return;
+  }
+  if (at == tensor_type::q8_0 || at == tensor_type::q8_1) {
+    for (std::int64_t r = 0; r < rows; ++r) quantize_dequantize_q8(x + r * n, out + r * n, n);
+    return;
+  }
+  const auto bytes = *gguf::row_bytes(at, n);
+  std::vector<std::byte> q(bytes);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    (void)gguf::quantize(at, x + r * n, q.data(), n);
+    (void)gguf::dequantize(at, q.data(), out + r * n, n);
+  }
+}
+
+void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t in = w.in, out = w.out;
+  std::vector<float> xs(static_cast<std::size_t>(in * n_tokens));
+  convert_activations(w.type, x, in, n_tokens, xs.data());
+  const gguf::type_traits& tr = gguf::traits(w.type);
+  const bool exact = w.type != tensor_type::f32;
+  std::vector<std::vector<float>> rows(static_cast<std::size_t>(pool.size()));
+  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int thread) {
+    std::vector<float>& row = rows[static_cast<std::size_t>(thread)];
+    row.resize(static_cast<std::size_t>(in));
+    for (std::int64_t o = begin; o < end; ++o) {
+      tr.to_float(w.row(o), row.data(), in);
+      if (w.type == tensor_type::bf16) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot_bf16(row.data(), xs.data() + t * in, in);
+      } else {
+        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot(row.data(), xs.data() + t * in, in, exact);
+      }
+    }
+  });
+}
+
+}  // namespace spite::dispatch::cpu

@@ -1,0 +1,90 @@
+// Normalization and rotary embedding, evaluated in the reference engine's order.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu_kernels.hpp"
+#include "ref_math.hpp"
+
+namespace spite::dispatch::cpu {
+
+void rms_norm(const float* x, const float* w, float* y, std::int64_t n, std::int64_t rows, float eps) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    double sum = 0.0;  // the reference accumulates the squares in double
+    for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i] * xr[i]);
+    const float mean = static_cast<float>(sum / static_cast<double>(n));
+    const float scale = 1.0f / std::sqrt(mean + eps);
+    for (std::int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale;
+    if (w != nullptr) {
+      for (std::int64_t i = 0; i < n; ++i) yr[i] = yr[i] * w[i];
+    }
+  }
+}
+
+namespace {
+
+float yarn_corr_dim(std::int64_t n_dims, std::int32_t n_ctx_orig, float n_rot, float base) {
+  return static_cast<float>(n_dims) * std::log(static_cast<float>(n_ctx_orig) / (n_rot * 2.0f * 3.14159265358979323846f)) /
+         (2.0f * std::log(base));
+}
+
+float yarn_ramp(float low, float high, std::int64_t i0) {
+  const float y = (static_cast<float>(i0 / 2) - low) / std::max(0.001f, high - low);
+  return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
+
+}  // namespace
+
+void rope(const rope_args& a) {
+  const float theta_scale = std::pow(a.freq_base, -2.0f / static_cast<float>(a.n_dims));
+  float corr_low = 0, corr_high = 0;
+  if (a.ext_factor != 0.0f) {
+    corr_low = std::max(0.0f, std::floor(yarn_corr_dim(a.n_dims, a.n_ctx_orig, a.beta_fast, a.freq_base)));
+    corr_high = std::min(static_cast<float>(a.n_dims - 1), std::ceil(yarn_corr_dim(a.n_dims, a.n_ctx_orig, a.beta_slow, a.freq_base)));
+  }
+  std::vector<float> cos_sin(static_cast<std::size_t>(a.n_dims));
+  for (std::int64_t t = 0; t < a.n_tokens; ++t) {
+    // cos / sin per pair for this position; theta advances by repeated multiplication, in float.
+    float theta_base = static_cast<float>(a.pos[t]);
+    for (std::int64_t i0 = 0; i0 < a.n_dims; i0 += 2) {
+      const float ff = a.freq_factors != nullptr ? a.freq_factors[i0 / 2] : 1.0f;
+      const float theta_extrap = theta_base / ff;
+      const float theta_interp = a.freq_scale * theta_extrap;
+      float theta = theta_interp, mscale = a.attn_factor;
+      if (a.ext_factor != 0.0f) {
+        const float mix = yarn_ramp(corr_low, corr_high, i0) * a.ext_factor;
+        theta = theta_interp * (1 - mix) + theta_extrap * mix;
+        mscale *= 1.0f + 0.1f * std::log(1.0f / a.freq_scale);
+      }
+      cos_sin[static_cast<std::size_t>(i0)] = std::cos(theta) * mscale;
+      cos_sin[static_cast<std::size_t>(i0 + 1)] = std::sin(theta) * mscale;
+      theta_base *= theta_scale;
+    }
+    for (std::int64_t h = 0; h < a.n_head; ++h) {
+      float* v = a.x + (t * a.n_head + h) * a.head_dim;
+      for (std::int64_t i0 = 0; i0 < a.n_dims; i0 += 2) {
+        const float c = cos_sin[static_cast<std::size_t>(i0)], s = cos_sin[static_cast<std::size_t>(i0 + 1)];
+        const std::int64_t i = a.neox ? i0 / 2 : i0;
+        const std::int64_t j = a.neox ? i0 / 2 + a.n_dims / 2 : i0 + 1;
+        const float x0 = v[i], x1 = v[j];
+        // The reference's compiler contracts these into fused multiply-adds; so do we.
+        v[i] = std::fma(x0, c, -(x1 * s));
+        v[j] = std::fma(x0, s, x1 * c);
+      }
+    }
+  }
+}
+
+void swiglu(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows) {
+  const std::int64_t vector_part = n / 16 * 16;  // the reference's vector exp covers whole chunks
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t k = r * n + i;
+      h[k] = ref_silu(g[k], i < vector_part) * u[k];
+    }
+  }
+}
+
+}  // namespace spite::dispatch::cpu

@@ -1,0 +1,51 @@
+#include "spite/executor/context.hpp"
+
+#include <algorithm>
+
+namespace spite::executor {
+
+result<std::unique_ptr<context>> context::create(const models::model& m, const context_options& options) {
+  std::unique_ptr<context> c(new context(m, options.n_threads));
+  const models::hparams& hp = m.hp();
+  c->n_ctx_ = options.n_ctx > 0 ? options.n_ctx : static_cast<std::int32_t>(std::min<std::int64_t>(hp.n_ctx_train, 4096));
+  kv_layout layout;
+  layout.n_layer = hp.n_layer;
+  for (std::int64_t l = 0; l < hp.n_layer; ++l) {
+    layout.k_width.push_back(hp.n_head_kv[static_cast<std::size_t>(l)] * hp.head_dim_k);
+    layout.v_width.push_back(hp.n_head_kv[static_cast<std::size_t>(l)] * hp.head_dim_v);
+  }
+  layout.n_ctx = c->n_ctx_;
+  layout.n_seq_max = options.n_seq_max;
+  auto kv = make_kv_memory(options.kv_kind, layout);
+  if (!kv) return std::move(kv).err();
+  c->kv_ = std::move(*kv);
+  c->ops_ = &dispatch::cpu_reference_ops();
+  return c;
+}
+
+result<std::span<const float>> context::decode(const batch& b, const models::lora_set* loras) {
+  const std::size_t n = b.tokens.size();
+  if (n == 0) return make_error(errc::invalid_argument, "empty batch");
+  if (b.pos.size() != n || b.seq.size() != n || b.logits.size() != n) {
+    return make_error(errc::invalid_argument, "batch arrays differ in length");
+  }
+  const std::int64_t n_vocab = model_.hp().n_vocab;
+  std::vector<std::int32_t> outputs;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= n_vocab) {
+      return make_error(errc::invalid_argument, "token id " + std::to_string(b.tokens[i]) + " is outside the vocabulary (" +
+                                                    std::to_string(n_vocab) + " tokens)");
+    }
+    if (b.logits[i]) outputs.push_back(static_cast<std::int32_t>(i));
+  }
+  models::batch_view view{b.tokens, b.pos, b.seq, outputs};
+  auto plan = kv_->prepare(view);
+  if (!plan) return std::move(plan).err();
+  kv_->apply(*plan);
+  logits_.assign(static_cast<std::size_t>(n_vocab) * outputs.size(), 0.0f);
+  models::forward_context ctx{*ops_, pool_, view, *kv_, logits_.data(), loras};
+  SPITE_TRY(model_.forward(ctx));
+  return std::span<const float>(logits_);
+}
+
+}  // namespace spite::executor

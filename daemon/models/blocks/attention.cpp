@@ -1,0 +1,99 @@
+// Self-attention of one layer for a batch that may mix sequences: projections, optional
+// per-head norms, RoPE, KV storage, then attention per sequence over what it has cached.
+#include <algorithm>
+#include <map>
+
+#include "decoder.hpp"
+
+namespace spite::models {
+
+void attention_block(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer,
+                     const float* rope_freqs, const float* in, float* out) {
+  const std::int64_t n = static_cast<std::int64_t>(ctx.batch.tokens.size());
+  const std::int64_t H = l.n_head, Hkv = l.n_head_kv, D = c.head_dim, Dv = c.head_dim_v;
+  std::vector<float> q(static_cast<std::size_t>(n * H * D)), k(static_cast<std::size_t>(n * Hkv * D)),
+      v(static_cast<std::size_t>(n * Hkv * Dv));
+  if (!l.qkv.empty()) {
+    // Fused projection: each token's row is [q | k | v].
+    const std::int64_t width = H * D + Hkv * D + Hkv * Dv;
+    std::vector<float> qkv(static_cast<std::size_t>(n * width));
+    l.qkv.apply(ctx, in, n, qkv.data());
+    for (std::int64_t t = 0; t < n; ++t) {
+      const float* row = qkv.data() + t * width;
+      std::copy(row, row + H * D, q.data() + t * H * D);
+      std::copy(row + H * D, row + H * D + Hkv * D, k.data() + t * Hkv * D);
+      std::copy(row + H * D + Hkv * D, row + width, v.data() + t * Hkv * Dv);
+    }
+  } else {
+    l.q.apply(ctx, in, n, q.data());
+    l.k.apply(ctx, in, n, k.data());
+    l.v.apply(ctx, in, n, v.data());
+  }
+  if (!l.q_norm.empty()) ctx.ops.rms_norm(q.data(), l.q_norm.data(), q.data(), D, n * H, c.rms_eps);
+  if (!l.k_norm.empty()) ctx.ops.rms_norm(k.data(), l.k_norm.data(), k.data(), D, n * Hkv, c.rms_eps);
+
+  if (c.rope.kind != rope_kind::none && c.rope.n_dims > 0) {
+    dispatch::rope_args r{};
+    r.n_tokens = n;
+    r.head_dim = D;
+    r.n_dims = c.rope.n_dims;
+    r.pos = ctx.batch.pos.data();
+    r.neox = c.rope.kind == rope_kind::neox;
+    r.freq_base = c.rope.freq_base;
+    r.freq_scale = c.rope.freq_scale;
+    r.ext_factor = c.rope.ext_factor;
+    r.attn_factor = c.rope.attn_factor;
+    r.beta_fast = c.rope.beta_fast;
+    r.beta_slow = c.rope.beta_slow;
+    r.n_ctx_orig = c.rope.n_ctx_orig;
+    r.freq_factors = rope_freqs;
+    r.x = q.data();
+    r.n_head = H;
+    ctx.ops.rope(r);
+    r.x = k.data();
+    r.n_head = Hkv;
+    ctx.ops.rope(r);
+  }
+  if (c.q_prescale != 1.0f) {
+    for (float& x : q) x *= c.q_prescale;
+  }
+  for (std::int64_t t = 0; t < n; ++t) ctx.kv.store(layer, t, k.data() + t * Hkv * D, v.data() + t * Hkv * Dv);
+
+  // One attention call per sequence in the batch.
+  std::map<std::int32_t, std::vector<std::int64_t>> by_seq;
+  for (std::int64_t t = 0; t < n; ++t) by_seq[ctx.batch.seq[static_cast<std::size_t>(t)]].push_back(t);
+  std::vector<float> attn(static_cast<std::size_t>(n * H * Dv));
+  for (const auto& [seq, rows] : by_seq) {
+    const auto m = static_cast<std::int64_t>(rows.size());
+    std::vector<float> qs(static_cast<std::size_t>(m * H * D)), os(static_cast<std::size_t>(m * H * Dv));
+    std::vector<std::int32_t> qpos(rows.size());
+    for (std::int64_t i = 0; i < m; ++i) {
+      const std::int64_t t = rows[static_cast<std::size_t>(i)];
+      std::copy(q.data() + t * H * D, q.data() + (t + 1) * H * D, qs.data() + i * H * D);
+      qpos[static_cast<std::size_t>(i)] = ctx.batch.pos[static_cast<std::size_t>(t)];
+    }
+    const kv_view view = ctx.kv.view(layer, seq);
+    dispatch::attention_args a{};
+    a.q = qs.data();
+    a.out = os.data();
+    a.n_tokens = m;
+    a.n_head = H;
+    a.n_head_kv = Hkv;
+    a.head_dim = D;
+    a.head_dim_v = Dv;
+    a.q_pos = qpos.data();
+    a.k = view.k;
+    a.v = view.v;
+    a.kv_pos = view.pos;
+    a.n_kv = view.n;
+    a.scale = c.kq_scale;
+    ctx.ops.attention(a, ctx.pool);
+    for (std::int64_t i = 0; i < m; ++i) {
+      const std::int64_t t = rows[static_cast<std::size_t>(i)];
+      std::copy(os.data() + i * H * Dv, os.data() + (i + 1) * H * Dv, attn.data() + t * H * Dv);
+    }
+  }
+  l.o.apply(ctx, attn.data(), n, out);
+}
+
+}  // namespace spite::models

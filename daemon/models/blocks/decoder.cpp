@@ -1,0 +1,42 @@
+#include "decoder.hpp"
+
+#include <algorithm>
+
+namespace spite::models {
+
+result<void> decoder_forward(forward_context& ctx, const decoder_weights& w, const decoder_config& c, const hparams& hp) {
+  const std::int64_t E = hp.n_embd;
+  const auto n = static_cast<std::int64_t>(ctx.batch.tokens.size());
+  // x [E, n]: token embeddings (rows of token_embd, dequantized exactly).
+  std::vector<float> x(static_cast<std::size_t>(E * n)), cur(x.size()), delta(x.size());
+  const dispatch::weight embd = dispatch::weight_of(*w.token_embd);
+  const gguf::type_traits& tr = gguf::traits(embd.type);
+  for (std::int64_t t = 0; t < n; ++t) tr.to_float(embd.row(ctx.batch.tokens[static_cast<std::size_t>(t)]), x.data() + t * E, E);
+
+  const float* freqs = w.rope_freqs.empty() ? nullptr : w.rope_freqs.data();
+  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
+    const attention_layer& a = w.attn[static_cast<std::size_t>(il)];
+    ctx.ops.rms_norm(x.data(), a.norm.data(), cur.data(), E, n, c.rms_eps);
+    attention_block(ctx, a, c, il, freqs, cur.data(), delta.data());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+
+    const ffn_layer& f = w.ffn[static_cast<std::size_t>(il)];
+    ctx.ops.rms_norm(x.data(), f.norm.data(), cur.data(), E, n, c.rms_eps);
+    ffn_block(ctx, f, c, cur.data(), delta.data());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+  }
+
+  // Output head, only for the rows whose logits were asked for.
+  const auto m = static_cast<std::int64_t>(ctx.batch.outputs.size());
+  if (m == 0) return ok();
+  std::vector<float> h(static_cast<std::size_t>(E * m));
+  for (std::int64_t i = 0; i < m; ++i) {
+    const std::int64_t t = ctx.batch.outputs[static_cast<std::size_t>(i)];
+    std::copy(x.data() + t * E, x.data() + (t + 1) * E, h.data() + i * E);
+  }
+  ctx.ops.rms_norm(h.data(), w.output_norm.data(), h.data(), E, m, c.rms_eps);
+  w.output.apply(ctx, h.data(), m, ctx.logits);
+  return ok();
+}
+
+}  // namespace spite::models

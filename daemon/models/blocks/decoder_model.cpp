@@ -1,0 +1,89 @@
+#include "decoder_model.hpp"
+
+#include <cmath>
+
+namespace spite::models {
+
+result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& file, hparams hp, const bind_options& o) {
+  auto m = std::make_unique<decoder_model>();
+  binder b(file, hp.arch);
+  const std::int64_t E = hp.n_embd, V = hp.n_vocab, D = hp.head_dim_k, Dv = hp.head_dim_v;
+  if (V <= 0) return make_error(errc::malformed, hp.arch + " model: no vocabulary size (tokenizer.ggml.tokens)");
+  decoder_weights& w = m->weights;
+  w.token_embd = b.tensor("token_embd.weight", {E, V});
+  w.output_norm = b.vec("output_norm.weight", E);
+  w.output = b.matrix("output", E, V, true);
+  if (w.output.empty() && w.token_embd != nullptr) w.output.w = dispatch::weight_of(*w.token_embd);  // tied
+  w.rope_freqs = b.vec("rope_freqs.weight", hp.rope.n_dims / 2, true);
+  w.attn.resize(static_cast<std::size_t>(hp.n_layer));
+  w.ffn.resize(static_cast<std::size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const std::int64_t H = hp.n_head[static_cast<std::size_t>(il)], Hkv = hp.n_head_kv[static_cast<std::size_t>(il)];
+    if (H <= 0 || Hkv <= 0 || H % Hkv != 0) {
+      return make_error(errc::malformed, hp.arch + " model: layer " + std::to_string(il) + " has " + std::to_string(H) +
+                                             " heads and " + std::to_string(Hkv) + " KV heads");
+    }
+    attention_layer& a = w.attn[static_cast<std::size_t>(il)];
+    a.n_head = H;
+    a.n_head_kv = Hkv;
+    a.norm = b.vec(layer_tensor(il, "attn_norm.weight"), E);
+    const bool fused = o.fused_qkv_allowed && file.find_tensor(layer_tensor(il, "attn_qkv.weight")) != nullptr;
+    if (fused) {
+      a.qkv = b.matrix(layer_tensor(il, "attn_qkv"), E, H * D + Hkv * D + Hkv * Dv);
+    } else {
+      a.q = b.matrix(layer_tensor(il, "attn_q"), E, H * D);
+      a.k = b.matrix(layer_tensor(il, "attn_k"), E, Hkv * D);
+      a.v = b.matrix(layer_tensor(il, "attn_v"), E, Hkv * Dv);
+    }
+    a.o = b.matrix(layer_tensor(il, "attn_output"), H * Dv, E);
+    if (o.qk_norm) {
+      a.q_norm = b.vec(layer_tensor(il, "attn_q_norm.weight"), D);
+      a.k_norm = b.vec(layer_tensor(il, "attn_k_norm.weight"), D);
+    }
+
+    ffn_layer& f = w.ffn[static_cast<std::size_t>(il)];
+    f.norm = b.vec(layer_tensor(il, "ffn_norm.weight"), E);
+    if (hp.n_expert > 0) {
+      const std::int64_t X = hp.n_expert, Fe = hp.n_ff_exp > 0 ? hp.n_ff_exp : hp.n_ff[static_cast<std::size_t>(il)];
+      f.router = b.matrix(layer_tensor(il, "ffn_gate_inp"), E, X);
+      f.gate_exps = b.tensor(layer_tensor(il, "ffn_gate_exps.weight"), {E, Fe, X});
+      f.up_exps = b.tensor(layer_tensor(il, "ffn_up_exps.weight"), {E, Fe, X});
+      f.down_exps = b.tensor(layer_tensor(il, "ffn_down_exps.weight"), {Fe, E, X});
+      if (o.shared_expert) {
+        const std::int64_t Fs = hp.n_ff_shexp > 0 ? hp.n_ff_shexp : Fe;
+        f.shared_gate = b.matrix(layer_tensor(il, "ffn_gate_shexp"), E, Fs);
+        f.shared_up = b.matrix(layer_tensor(il, "ffn_up_shexp"), E, Fs);
+        f.shared_down = b.matrix(layer_tensor(il, "ffn_down_shexp"), Fs, E);
+        if (const gguf::tensor_info* g = b.tensor(layer_tensor(il, "ffn_gate_inp_shexp.weight"), {E}, true)) {
+          f.shared_router.w = dispatch::weight_of(*g);  // a vector: one output per token
+          f.shared_router.w.out = 1;
+        }
+      }
+    } else {
+      const std::int64_t F = hp.n_ff[static_cast<std::size_t>(il)];
+      if (o.fused_gate_up) {
+        f.up = b.matrix(layer_tensor(il, "ffn_up"), E, 2 * F);
+      } else {
+        f.gate = b.matrix(layer_tensor(il, "ffn_gate"), E, F);
+        f.up = b.matrix(layer_tensor(il, "ffn_up"), E, F);
+      }
+      f.down = b.matrix(layer_tensor(il, "ffn_down"), F, E);
+    }
+  }
+  SPITE_TRY(b.status());
+
+  decoder_config& c = m->config;
+  c.rope = hp.rope;
+  c.rms_eps = hp.rms_eps;
+  c.head_dim = D;
+  c.head_dim_v = Dv;
+  c.kq_scale = hp.attention_scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
+  c.n_expert_used = hp.n_expert_used;
+  if (hp.n_expert > 0 && hp.n_expert_used <= 0) {
+    return make_error(errc::malformed, hp.arch + " model: " + std::to_string(hp.n_expert) + " experts but no expert_used_count");
+  }
+  m->hp_ = std::move(hp);
+  return m;
+}
+
+}  // namespace spite::models

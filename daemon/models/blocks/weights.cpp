@@ -1,0 +1,82 @@
+#include "weights.hpp"
+
+#include <cstring>
+
+namespace spite::models {
+
+void linear::apply(forward_context& ctx, const float* x, std::int64_t n, float* y) const {
+  ctx.ops.matmul(w, x, n, y, ctx.pool);
+  if (!bias.empty()) {
+    for (std::int64_t t = 0; t < n; ++t) {
+      for (std::int64_t o = 0; o < w.out; ++o) y[t * w.out + o] += bias[static_cast<std::size_t>(o)];
+    }
+  }
+  const std::vector<lora_pair>* pairs = ctx.loras != nullptr ? ctx.loras->find(w.data) : nullptr;
+  if (pairs == nullptr) return;
+  for (const lora_pair& l : *pairs) {
+    std::vector<float> ax(static_cast<std::size_t>(l.a.out * n)), bax(static_cast<std::size_t>(l.b.out * n));
+    ctx.ops.matmul(l.a, x, n, ax.data(), ctx.pool);
+    ctx.ops.matmul(l.b, ax.data(), n, bax.data(), ctx.pool);
+    for (std::size_t i = 0; i < bax.size(); ++i) y[i] += bax[i] * l.scale;
+  }
+}
+
+void binder::fail(std::string message) {
+  if (!error_) error_ = make_error(errc::malformed, arch_ + " model: " + std::move(message));
+}
+
+result<void> binder::status() const {
+  if (error_) return *error_;
+  return ok();
+}
+
+const gguf::tensor_info* binder::tensor(const std::string& name, std::initializer_list<std::int64_t> shape, bool optional) {
+  const gguf::tensor_info* t = file_.find_tensor(name);
+  if (t == nullptr) {
+    if (!optional) fail("tensor '" + name + "' is missing");
+    return nullptr;
+  }
+  bool match = t->n_dims <= static_cast<int>(shape.size());
+  int d = 0;
+  for (std::int64_t s : shape) {
+    if (s >= 0 && t->ne[d] != s) match = false;
+    ++d;
+  }
+  if (!match) {
+    std::string expected, got;
+    for (std::int64_t s : shape) expected += (expected.empty() ? "" : ", ") + (s < 0 ? std::string("*") : std::to_string(s));
+    for (int i = 0; i < t->n_dims; ++i) got += (i ? ", " : "") + std::to_string(t->ne[i]);
+    fail("tensor '" + name + "' has shape [" + got + "], expected [" + expected + "]");
+    return nullptr;
+  }
+  return t;
+}
+
+linear binder::matrix(const std::string& name, std::int64_t in, std::int64_t out, bool optional) {
+  linear l;
+  const gguf::tensor_info* t = tensor(name + ".weight", {in, out}, optional);
+  if (t == nullptr) return l;
+  if (!gguf::traits(t->type).quantized && t->type != gguf::tensor_type::f32 && t->type != gguf::tensor_type::f16 &&
+      t->type != gguf::tensor_type::bf16) {
+    fail("tensor '" + name + ".weight' has type " + std::string(gguf::type_name(t->type)) +
+         ", which is not a weight type (supported: F32, F16, BF16 and every quantized GGUF type)");
+    return l;
+  }
+  l.w = dispatch::weight_of(*t);
+  l.bias = vec(name + ".bias", out, true);
+  return l;
+}
+
+std::vector<float> binder::vec(const std::string& name, std::int64_t n, bool optional) {
+  const gguf::tensor_info* t = tensor(name, {n}, optional);
+  std::vector<float> out;
+  if (t == nullptr) return out;
+  out.resize(static_cast<std::size_t>(n));
+  if (auto r = gguf::dequantize(t->type, t->data, out.data(), n); !r) {
+    fail("tensor '" + name + "': " + r.err().message);
+    out.clear();
+  }
+  return out;
+}
+
+}  // namespace spite::models

@@ -1,0 +1,49 @@
+// Binding weights to the mapped file: lookups with shape checks that name the tensor, and the
+// linear layer (matmul + optional bias + LoRA) every block uses.
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spite/models/model.hpp"
+
+namespace spite::models {
+
+struct linear {
+  dispatch::weight w;
+  std::vector<float> bias;  // [out] or empty
+
+  bool empty() const noexcept { return w.empty(); }
+  // y [out, n] = W x + b + sum of scale * B (A x); x [in, n]
+  void apply(forward_context& ctx, const float* x, std::int64_t n, float* y) const;
+};
+
+// Looks tensors up by name and checks their shapes; the first problem is kept and reported.
+class binder {
+ public:
+  binder(const gguf::file& f, std::string arch) : file_(f), arch_(std::move(arch)) {}
+
+  // nullptr if absent and optional; shapes are ggml order; -1 matches any size.
+  const gguf::tensor_info* tensor(const std::string& name, std::initializer_list<std::int64_t> shape, bool optional = false);
+  // A matrix {in, out} plus "<name>.bias" {out} when present.
+  linear matrix(const std::string& name, std::int64_t in, std::int64_t out, bool optional = false);
+  // A vector of n floats (norm weights, biases, factors), widened to F32.
+  std::vector<float> vec(const std::string& name, std::int64_t n, bool optional = false);
+
+  result<void> status() const;
+
+ private:
+  void fail(std::string message);
+  const gguf::file& file_;
+  std::string arch_;
+  std::optional<error> error_;
+};
+
+// "blk.<layer>.<name>"
+inline std::string layer_tensor(int layer, const char* name) {
+  return "blk." + std::to_string(layer) + "." + name;
+}
+
+}  // namespace spite::models

@@ -1,0 +1,63 @@
+// Hyper-parameters shared by the decoder architectures, read from "<arch>.*" keys with the
+// defaults of the reference loader. Every value is bounded before use.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spite/core/result.hpp"
+#include "spite/gguf/file.hpp"
+
+namespace spite::models {
+
+enum class rope_kind { none, norm, neox };
+
+struct rope_params {
+  rope_kind kind = rope_kind::norm;
+  std::int64_t n_dims = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  std::int32_t n_ctx_orig = 0;
+  std::string scaling_type = "none";
+};
+
+struct hparams {
+  std::string arch;
+  std::int64_t n_vocab = 0, n_ctx_train = 0, n_embd = 0, n_layer = 0;
+  std::vector<std::int64_t> n_head, n_head_kv, n_ff;  // per layer
+  std::int64_t head_dim_k = 0, head_dim_v = 0;
+  std::int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  float rms_eps = 1e-5f;
+  std::optional<float> attention_scale;
+  rope_params rope;
+};
+
+// Reads "<arch>.<key>" values with bounds.
+class key_reader {
+ public:
+  key_reader(const gguf::metadata& meta, std::string arch) : meta_(meta), arch_(std::move(arch)) {}
+  std::string key(std::string_view k) const { return arch_ + "." + std::string(k); }
+  result<std::int64_t> required_int(std::string_view k, std::int64_t min, std::int64_t max) const;
+  result<std::int64_t> optional_int(std::string_view k, std::int64_t fallback, std::int64_t min, std::int64_t max) const;
+  result<float> required_float(std::string_view k) const;
+  float optional_float(std::string_view k, float fallback) const;
+  std::optional<std::string> optional_string(std::string_view k) const;
+  // A u32 or a per-layer array of u32 (some models vary head counts per layer).
+  result<std::vector<std::int64_t>> per_layer(std::string_view k, std::int64_t n_layer, std::optional<std::int64_t> fallback,
+                                             std::int64_t min, std::int64_t max) const;
+  const gguf::metadata& meta() const noexcept { return meta_; }
+
+ private:
+  const gguf::metadata& meta_;
+  std::string arch_;
+};
+
+// The keys every decoder reads (section 0.1 of the architecture checklist).
+result<hparams> load_common_hparams(const gguf::metadata& meta);
+
+}  // namespace spite::models
