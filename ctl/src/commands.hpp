@@ -22,6 +22,7 @@ struct command {
 
 std::span<const command> all_commands();
 
+int run_run(const std::vector<std::string>& argv);
 int run_inspect(const std::vector<std::string>& argv);
 int run_tokenize(const std::vector<std::string>& argv);
 int run_detokenize(const std::vector<std::string>& argv);
