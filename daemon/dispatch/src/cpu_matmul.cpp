@@ -8,7 +8,9 @@
 
 #include "cpu_kernels.hpp"
 #include "ref_math.hpp"
+#include "ref_quant.hpp"
 #include "spite/core/half.hpp"
+#include "spite/gguf/blocks.hpp"
 #include "spite/gguf/types.hpp"
 
 namespace spite::dispatch::cpu {
@@ -131,6 +133,10 @@ void convert_activations(tensor_type weight_type, const float* x, std::int64_t n
 
 void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t in = w.in, out = w.out;
+  if (const matmul_fn exact = find_exact_matmul(w.type)) {
+    exact(w, x, n_tokens, y, pool);
+    return;
+  }
   std::vector<float> xs(static_cast<std::size_t>(in * n_tokens));
   convert_activations(w.type, x, in, n_tokens, xs.data());
   const gguf::type_traits& tr = gguf::traits(w.type);

@@ -61,22 +61,47 @@ result<value> interp::eval_compare(const expr& e, const scope_ptr& sc) {
   return value(true);
 }
 
-result<value> interp::eval_slice(const value& obj, const expr& slice, const scope_ptr& sc) {
+namespace {
+
+// Literals jinja2's optimizer folds when it compiles the template.
+bool is_constant(const expr* e) {
+  if (!e) return true;
+  if (e->kind == expr_kind::constant) return true;
+  if (e->kind != expr_kind::list && e->kind != expr_kind::tuple && e->kind != expr_kind::dict) return false;
+  for (const auto& i : e->items)
+    if (!is_constant(i.get())) return false;
+  return true;
+}
+
+}  // namespace
+
+// jinja2 compiles a slice to Python's own subscription, so a bad slice raises; but a slice of
+// literals is folded at compile time through the sandbox's getitem, which gives undefined.
+result<value> interp::eval_slice(const expr& e, const scope_ptr& sc) {
+  const expr& slice = *e.items[1];
+  SPITE_TPL_LET(value obj, eval(*e.items[0], sc));
   std::optional<std::int64_t> parts[3];
-  bool bad_type = false;
+  bool bad_index = false;
   for (int i = 0; i < 3; ++i) {
     if (!slice.items[i]) continue;
     SPITE_TPL_LET(value v, eval(*slice.items[i], sc));
     if (is_integral(v)) {
       parts[i] = to_i64(v);
     } else if (!v.is_none()) {
-      bad_type = true;
+      bad_index = true;
     }
   }
+  const bool folded = is_constant(e.items[0].get()) && is_constant(slice.items[0].get()) &&
+                      is_constant(slice.items[1].get()) && is_constant(slice.items[2].get());
   if (obj.is_undefined()) return undefined_error(obj);
   const bool sliceable =
       obj.is_string() || (obj.is_list() && (obj.flavor() == value::flavour::plain || obj.flavor() == value::flavour::tuple));
-  if (!sliceable || bad_type) return missing_item(obj, value("slice"));  // TypeError: jinja2 gives undefined
+  if (!sliceable || bad_index) {
+    if (folded) return missing_item(obj, value("slice"));
+    if (!sliceable)
+      return type_error(obj.is_dict() ? std::string("unhashable type: 'slice'") : quoted_type(obj) + " object is not subscriptable");
+    return type_error("slice indices must be integers or None or have an __index__ method");
+  }
   return slice_value(obj, parts[0], parts[1], parts[2]);
 }
 
@@ -114,8 +139,8 @@ result<value> interp::eval_inner(const expr& e, const scope_ptr& sc) {
       return getattr(obj, e.name);
     }
     case expr_kind::getitem: {
+      if (e.items[1]->kind == expr_kind::slice) return eval_slice(e, sc);
       SPITE_TPL_LET(value obj, eval(*e.items[0], sc));
-      if (e.items[1]->kind == expr_kind::slice) return eval_slice(obj, *e.items[1], sc);
       SPITE_TPL_LET(value key, eval(*e.items[1], sc));
       return getitem(obj, key);
     }

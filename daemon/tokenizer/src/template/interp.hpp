@@ -144,7 +144,7 @@ class interp {
   result<void> emit(std::string_view text);
   result<value> eval_inner(const expr& e, const scope_ptr& sc);
   result<value> eval_compare(const expr& e, const scope_ptr& sc);
-  result<value> eval_slice(const value& obj, const expr& slice, const scope_ptr& sc);
+  result<value> eval_slice(const expr& getitem, const scope_ptr& sc);
 };
 
 // Python's `<` for ordering (sort, min, max, dictsort, comparisons).

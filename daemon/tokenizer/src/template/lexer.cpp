@@ -203,10 +203,24 @@ std::size_t match_integer(std::string_view s, std::size_t i, int& base) {
   return 0;
 }
 
-bool name_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || static_cast<unsigned char>(c) >= 0x80;
+// Identifiers: ASCII letters, digits and _, plus non-ASCII letters, digits and combining marks
+// (an approximation of Python's Unicode identifier classes).
+bool mark(char32_t c) {
+  return (c >= 0x300 && c <= 0x36F) || (c >= 0x1AB0 && c <= 0x1AFF) || (c >= 0x1DC0 && c <= 0x1DFF) ||
+         (c >= 0x20D0 && c <= 0x20FF) || (c >= 0xFE20 && c <= 0xFE2F) || c == 0xB7;
 }
-bool name_char(char c) { return name_start(c) || dec_digit(c); }
+
+// Length of the identifier character at s[i] (0 if none).
+std::size_t name_char_at(std::string_view s, std::size_t i, bool start) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!start && dec_digit(static_cast<char>(c)))) ? 1 : 0;
+  const std::size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+  if (i + len > s.size()) return 0;
+  const auto cps = decode_utf8(s.substr(i, len));
+  if (cps.size() != 1) return 0;
+  const char32_t cp = cps[0];
+  return (py_isalpha(cp) || (!start && (py_isdecimal(cp) || mark(cp)))) ? len : 0;
+}
 
 const std::string_view k_operators[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[", "]",
                                         "(",  ")",  "{",  "}",  ">",  "<",  "=", ".", ":", "|", ",", ";"};
@@ -401,9 +415,13 @@ class lexer {
         pos_ += n;
         continue;
       }
-      if (name_start(s_[pos_])) {
-        std::size_t k = pos_ + 1;
-        while (k < s_.size() && name_char(s_[k])) ++k;
+      if (const std::size_t first = name_char_at(src, pos_, true)) {
+        std::size_t k = pos_ + first;
+        while (k < s_.size()) {
+          const std::size_t n = name_char_at(src, k, false);
+          if (n == 0) break;
+          k += n;
+        }
         push(tok::name, std::string(src.substr(pos_, k - pos_)));
         pos_ = k;
         continue;

@@ -1,0 +1,356 @@
+// Exact matmuls for the types the reference repacks (see ref_quant.hpp): Q4_0, IQ4_NL, Q4_K, Q2_K.
+//
+// On x86 the reference's CPU_REPACK buffer type converts weights with a row count that is a
+// multiple of 8 into interleaved 8-row blocks at load time and multiplies them with its own
+// kernels (ggml-cpu/repack.cpp forward_mul_mat and arch/x86/repack.cpp):
+//
+// * The batch of n activation rows is split: if n > 3, the first n - n % 4 rows go through the
+//   GEMM kernel (activations quantized four rows at a time by quantize_mat_q8_0_4x8 /
+//   quantize_mat_q8_K_4x8), the remaining n % 4 (all rows when n <= 3) through the GEMV kernel
+//   (activations quantized per row by quantize_row_q8_0 / the scalar quantize_row_q8_K_ref).
+// * Every output element is one SIMD lane of its own: there is no horizontal reduction. The
+//   integer block sums are exact; the float work is acc = fma(float(isum), d_w * d_x, acc).
+// * Q4_0 / IQ4_NL (32-element blocks, Q8_0 activations): one fma per block in both kernels.
+// * Q4_K (Q8_K activations): GEMV does one fma per super-block for the scaled quants
+//   (sum of scale * isum over the 8 sub-blocks) and one for the mins (sum of min * bsum, with
+//   dmin_w * d_x), result acc - acc_min. GEMM does the same per pair of sub-blocks (64
+//   elements): four fmas per super-block into each accumulator.
+// * Q2_K (repacked only on AVX-512 machines): see the Q2_K section below.
+//
+// Weights whose row count is not a multiple of 8 stay unpacked and go through the normal paths:
+// Q4_0 / IQ4_NL through llamafile's tinyBLAS_Q0_AVX for n >= 2 and ggml_vec_dot_*_q8_0 for
+// n == 1; Q4_K / Q2_K through ggml_vec_dot_*_q8_K.
+//
+// The Q8_0 4-row quantizer gives the same values as the per-row one. The Q8_K 4-row quantizer
+// (AVX2) differs from the scalar one only in the sign of the scale when +amax and -amax both
+// occur in a super-block: it picks -127/amax whenever +amax occurs (quantize_q8_K_4x8 below).
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "../../gguf/src/quants/iq_tables.hpp"
+#include "ref_quant.hpp"
+#include "spite/core/half.hpp"
+
+namespace spite::dispatch::cpu {
+namespace {
+
+constexpr int qk0 = gguf::qk_legacy;
+constexpr int qkk = gguf::qk_k;
+
+using gguf::tensor_type;
+
+// ---- activation quantizers
+
+// quantize_mat_q8_K_4x8 (AVX2), one row of the four: scale from amax with the sign rule above,
+// round to nearest even, bsums per 16 elements.
+void quantize_q8_K_4x8(const float* x, gguf::block_q8_K* out, std::int64_t n) {
+  for (std::int64_t b = 0; b < n / qkk; ++b) {
+    const float* xb = x + b * qkk;
+    float amax = 0.0f;
+    for (int j = 0; j < qkk; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    bool positive = false;
+    for (int j = 0; j < qkk; ++j) positive = positive || xb[j] == amax;
+    float iscale = 0.0f;
+    if (amax != 0.0f) iscale = positive ? -127.f / amax : 127.f / amax;
+    out[b].d = amax != 0.0f ? 1.0f / iscale : 0.0f;
+    for (int j = 0; j < qkk; ++j) {
+      float v = std::nearbyint(xb[j] * iscale);
+      v = std::min(127.0f, std::max(-128.0f, v));
+      out[b].qs[j] = static_cast<std::int8_t>(v);
+    }
+    for (int j = 0; j < qkk / 16; ++j) {
+      int s = 0;
+      for (int i = 0; i < 16; ++i) s += out[b].qs[16 * j + i];
+      out[b].bsums[j] = static_cast<std::int16_t>(s);
+    }
+  }
+}
+
+// Number of leading activation rows that the repacked path sends through GEMM.
+std::int64_t gemm_rows(std::int64_t n_tokens) { return n_tokens > 3 ? n_tokens - n_tokens % 4 : 0; }
+
+// ---- 32-element block types: Q4_0, IQ4_NL
+
+// Signed quants of one block in natural element order.
+void unpack_q4_0(const gguf::block_q4_0& b, std::int8_t* q) {
+  for (int l = 0; l < 16; ++l) {
+    q[l] = static_cast<std::int8_t>((b.qs[l] & 0xF) - 8);
+    q[l + 16] = static_cast<std::int8_t>((b.qs[l] >> 4) - 8);
+  }
+}
+
+void unpack_iq4_nl(const gguf::block_iq4_nl& b, std::int8_t* q) {
+  for (int l = 0; l < 16; ++l) {
+    q[l] = gguf::kvalues_iq4nl[b.qs[l] & 0xF];
+    q[l + 16] = gguf::kvalues_iq4nl[b.qs[l] >> 4];
+  }
+}
+
+struct row32 {
+  std::vector<std::int8_t> q;
+  std::vector<float> d;
+  explicit row32(std::int64_t in) : q(static_cast<std::size_t>(in)), d(static_cast<std::size_t>(in / qk0)) {}
+};
+
+template <tensor_type Type>
+void unpack_row32(const std::byte* src, std::int64_t nb, row32& r) {
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if constexpr (Type == tensor_type::q4_0) {
+      const auto& blk = reinterpret_cast<const gguf::block_q4_0*>(src)[b];
+      unpack_q4_0(blk, r.q.data() + b * qk0);
+      r.d[b] = fp16_to_fp32(blk.d);
+    } else {
+      const auto& blk = reinterpret_cast<const gguf::block_iq4_nl*>(src)[b];
+      unpack_iq4_nl(blk, r.q.data() + b * qk0);
+      r.d[b] = fp16_to_fp32(blk.d);
+    }
+  }
+}
+
+// Repacked GEMM and GEMV: one lane per output, one fma per block.
+float dot32_repacked(const row32& r, const gguf::block_q8_0* x, std::int64_t nb) {
+  float acc = 0.0f;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int8_t* q = r.q.data() + b * qk0;
+    int isum = 0;
+    for (int i = 0; i < qk0; ++i) isum += q[i] * x[b].qs[i];
+    acc = std::fma(static_cast<float>(isum), r.d[b] * fp16_to_fp32(x[b].d), acc);
+  }
+  return acc;
+}
+
+// tinyBLAS_Q0_AVX (n >= 2) and ggml_vec_dot_q4_0_q8_0 (n == 1): 8 lanes of 4 products.
+float dot32_lanes8(const row32& r, const gguf::block_q8_0* x, std::int64_t nb) {
+  float acc[8] = {};
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int8_t* q = r.q.data() + b * qk0;
+    const float d = r.d[b] * fp16_to_fp32(x[b].d);
+    for (int L = 0; L < 8; ++L) {
+      int s = 0;
+      for (int k = 0; k < 4; ++k) s += q[4 * L + k] * x[b].qs[4 * L + k];
+      acc[L] = std::fma(d, static_cast<float>(s), acc[L]);
+    }
+  }
+  return reduce8(acc);
+}
+
+// ggml_vec_dot_iq4_nl_q8_0 (x86): blocks alternate between two 8-lane accumulators (lanes of
+// 4 products, d = d_x * d_w), summed before the horizontal reduction; an odd last block is
+// added in scalar code.
+float dot_iq4_nl_vec(const row32& r, const gguf::block_q8_0* x, std::int64_t nb) {
+  float acc1[8] = {}, acc2[8] = {};
+  std::int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    for (int h = 0; h < 2; ++h) {
+      const std::int8_t* q = r.q.data() + (b + h) * qk0;
+      const float d = fp16_to_fp32(x[b + h].d) * r.d[b + h];
+      float* acc = h == 0 ? acc1 : acc2;
+      for (int L = 0; L < 8; ++L) {
+        int s = 0;
+        for (int k = 0; k < 4; ++k) s += q[4 * L + k] * x[b + h].qs[4 * L + k];
+        acc[L] = std::fma(d, static_cast<float>(s), acc[L]);
+      }
+    }
+  }
+  float sum8[8];
+  for (int L = 0; L < 8; ++L) sum8[L] = acc1[L] + acc2[L];
+  float sumf = reduce8(sum8);
+  for (; b < nb; ++b) {
+    const std::int8_t* q = r.q.data() + b * qk0;
+    int s1 = 0, s2 = 0;
+    for (int j = 0; j < 16; ++j) {
+      s1 += q[j] * x[b].qs[j];
+      s2 += q[j + 16] * x[b].qs[j + 16];
+    }
+    sumf = std::fma(fp16_to_fp32(x[b].d) * r.d[b], static_cast<float>(s1 + s2), sumf);
+  }
+  return sumf;
+}
+
+template <tensor_type Type>
+void matmul32(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t nb = w.in / qk0;
+  std::vector<gguf::block_q8_0> xq(static_cast<std::size_t>(nb * n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_0(x + t * w.in, xq.data() + t * nb, w.in);
+  const bool repacked = w.out % 8 == 0;
+  const std::int64_t out = w.out;
+  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
+    row32 r(w.in);
+    for (std::int64_t o = begin; o < end; ++o) {
+      unpack_row32<Type>(w.row(o), nb, r);
+      for (std::int64_t t = 0; t < n_tokens; ++t) {
+        const gguf::block_q8_0* xt = xq.data() + t * nb;
+        float v;
+        if (repacked) {
+          v = dot32_repacked(r, xt, nb);
+        } else if (Type == tensor_type::iq4_nl && n_tokens == 1) {
+          v = dot_iq4_nl_vec(r, xt, nb);
+        } else {
+          v = dot32_lanes8(r, xt, nb);
+        }
+        y[t * out + o] = v;
+      }
+    }
+  });
+}
+
+// ---- Q4_K
+
+struct row_q4_K {
+  std::vector<std::int8_t> q;      // in: quants 0..15
+  std::vector<std::uint8_t> sc;    // in / 32
+  std::vector<std::uint8_t> mn;    // in / 32
+  std::vector<float> d, dmin;      // in / 256
+  explicit row_q4_K(std::int64_t in)
+      : q(static_cast<std::size_t>(in)),
+        sc(static_cast<std::size_t>(in / 32)),
+        mn(static_cast<std::size_t>(in / 32)),
+        d(static_cast<std::size_t>(in / qkk)),
+        dmin(static_cast<std::size_t>(in / qkk)) {}
+};
+
+void unpack_scales_mins_k4(const std::uint8_t* scales, std::uint8_t* sc, std::uint8_t* mn) {
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      sc[j] = scales[j] & 63;
+      mn[j] = scales[j + 4] & 63;
+    } else {
+      sc[j] = static_cast<std::uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
+      mn[j] = static_cast<std::uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+    }
+  }
+}
+
+void unpack_row_q4_K(const std::byte* src, std::int64_t nb, row_q4_K& r) {
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const auto& blk = reinterpret_cast<const gguf::block_q4_K*>(src)[b];
+    unpack_scales_mins_k4(blk.scales, r.sc.data() + b * 8, r.mn.data() + b * 8);
+    std::int8_t* q = r.q.data() + b * qkk;
+    // Element 64j + l: low nibble of qs[32j + l]; element 64j + 32 + l: high nibble.
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        q[64 * j + l] = static_cast<std::int8_t>(blk.qs[32 * j + l] & 0xF);
+        q[64 * j + 32 + l] = static_cast<std::int8_t>(blk.qs[32 * j + l] >> 4);
+      }
+    }
+    r.d[b] = fp16_to_fp32(blk.d);
+    r.dmin[b] = fp16_to_fp32(blk.dmin);
+  }
+}
+
+// Exact integer dot of 32-element sub-block g of super-block b.
+inline int isum32(const std::int8_t* q, const std::int8_t* x) {
+  int s = 0;
+  for (int i = 0; i < 32; ++i) s += q[i] * x[i];
+  return s;
+}
+
+// Repacked Q4_K. `pairs`: GEMM granularity (one fma per 64 elements), else GEMV (per block).
+float dot_q4_K_repacked(const row_q4_K& r, const gguf::block_q8_K* x, std::int64_t nb, bool pairs) {
+  float acc = 0.0f, acc_min = 0.0f;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int8_t* q = r.q.data() + b * qkk;
+    const std::uint8_t* sc = r.sc.data() + b * 8;
+    const std::uint8_t* mn = r.mn.data() + b * 8;
+    const float ds = r.d[b] * x[b].d;
+    const float dm = r.dmin[b] * x[b].d;
+    int isum[8], msum[8];
+    for (int g = 0; g < 8; ++g) {
+      isum[g] = sc[g] * isum32(q + 32 * g, x[b].qs + 32 * g);
+      msum[g] = mn[g] * (x[b].bsums[2 * g] + x[b].bsums[2 * g + 1]);
+    }
+    if (pairs) {
+      for (int p = 0; p < 4; ++p) {
+        acc = std::fma(static_cast<float>(isum[2 * p] + isum[2 * p + 1]), ds, acc);
+        acc_min = std::fma(static_cast<float>(msum[2 * p] + msum[2 * p + 1]), dm, acc_min);
+      }
+    } else {
+      int is = 0, ms = 0;
+      for (int g = 0; g < 8; ++g) {
+        is += isum[g];
+        ms += msum[g];
+      }
+      acc = std::fma(static_cast<float>(is), ds, acc);
+      acc_min = std::fma(static_cast<float>(ms), dm, acc_min);
+    }
+  }
+  return acc - acc_min;
+}
+
+// ggml_vec_dot_q4_K_q8_K (AVX2): lane L sums elements 4L..4L+3 of every sub-block times its
+// scale; acc[L] = fma(d_x * d_w, lane, acc[L]); the mins go to 4 lanes (sub-block pairs) with
+// fma(-d_x * dmin_w, m0 * bsum0 + m1 * bsum1, acc_m[k]).
+float dot_q4_K_vec(const row_q4_K& r, const gguf::block_q8_K* x, std::int64_t nb) {
+  float acc[8] = {};
+  float acc_m[4] = {};
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int8_t* q = r.q.data() + b * qkk;
+    const std::uint8_t* sc = r.sc.data() + b * 8;
+    const std::uint8_t* mn = r.mn.data() + b * 8;
+    const float d = x[b].d * r.d[b];
+    const float dmin = -x[b].d * r.dmin[b];
+    for (int k = 0; k < 4; ++k) {
+      const int prod = mn[2 * k] * (x[b].bsums[4 * k] + x[b].bsums[4 * k + 1]) +
+                       mn[2 * k + 1] * (x[b].bsums[4 * k + 2] + x[b].bsums[4 * k + 3]);
+      acc_m[k] = std::fma(dmin, static_cast<float>(prod), acc_m[k]);
+    }
+    std::int32_t lanes[8] = {};
+    for (int g = 0; g < 8; ++g) {
+      for (int L = 0; L < 8; ++L) {
+        const int e = 32 * g + 4 * L;
+        int s = 0;
+        for (int i = 0; i < 4; ++i) s += q[e + i] * x[b].qs[e + i];
+        lanes[L] += sc[g] * s;
+      }
+    }
+    for (int L = 0; L < 8; ++L) acc[L] = std::fma(d, static_cast<float>(lanes[L]), acc[L]);
+  }
+  const float m = (acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]);
+  return reduce8(acc) + m;
+}
+
+void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, bool repacked,
+                        std::vector<gguf::block_q8_K>& xq) {
+  const std::int64_t nb = w.in / qkk;
+  xq.resize(static_cast<std::size_t>(nb * n_tokens));
+  const std::int64_t ng = repacked ? gemm_rows(n_tokens) : 0;
+  for (std::int64_t t = 0; t < n_tokens; ++t) {
+    if (t < ng) {
+      quantize_q8_K_4x8(x + t * w.in, xq.data() + t * nb, w.in);
+    } else {
+      quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+    }
+  }
+}
+
+void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t nb = w.in / qkk;
+  const bool repacked = w.out % 8 == 0;
+  std::vector<gguf::block_q8_K> xq;
+  quantize_rows_q8_K(w, x, n_tokens, repacked, xq);
+  const std::int64_t ng = gemm_rows(n_tokens);
+  const std::int64_t out = w.out;
+  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
+    row_q4_K r(w.in);
+    for (std::int64_t o = begin; o < end; ++o) {
+      unpack_row_q4_K(w.row(o), nb, r);
+      for (std::int64_t t = 0; t < n_tokens; ++t) {
+        const gguf::block_q8_K* xt = xq.data() + t * nb;
+        y[t * out + o] = repacked ? dot_q4_K_repacked(r, xt, nb, t < ng) : dot_q4_K_vec(r, xt, nb);
+      }
+    }
+  });
+}
+
+constexpr exact_matmul k_table[] = {
+    {tensor_type::q4_0, matmul32<tensor_type::q4_0>},
+    {tensor_type::iq4_nl, matmul32<tensor_type::iq4_nl>},
+    {tensor_type::q4_K, matmul_q4_K},
+};
+
+}  // namespace
+
+std::span<const exact_matmul> exact_matmuls_repack() { return k_table; }
+
+}  // namespace spite::dispatch::cpu

@@ -1,0 +1,55 @@
+// Matmuls against quantized weights that reproduce the reference engine's results bit for bit:
+// activations quantized as its vector code quantizes them, integer block sums in its lane
+// layout, and its reduction order. Each group of weight types lives in its own file and
+// registers full matmul functions here.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "spite/core/thread_pool.hpp"
+#include "spite/dispatch/tensor.hpp"
+#include "spite/gguf/blocks.hpp"
+
+namespace spite::dispatch::cpu {
+
+using matmul_fn = void (*)(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+
+struct exact_matmul {
+  gguf::tensor_type type;
+  matmul_fn fn;
+};
+
+// The groups (ref_dot_*.cpp); each returns the types it implements.
+std::span<const exact_matmul> exact_matmuls_legacy();   // Q8_0, Q4_1, Q5_0, Q5_1
+std::span<const exact_matmul> exact_matmuls_kquants();  // Q3_K, Q5_K, Q6_K
+std::span<const exact_matmul> exact_matmuls_iquants();  // IQ1_S .. IQ4_XS, TQ1_0, TQ2_0
+std::span<const exact_matmul> exact_matmuls_repack();   // Q4_0, IQ4_NL, Q4_K, Q2_K (repacked layouts)
+
+// The exact matmul for a weight type, or null (the generic dequantize-and-dot path is used).
+matmul_fn find_exact_matmul(gguf::tensor_type type);
+
+// ---- shared pieces
+
+// Activations to Q8_0 blocks as the reference's AVX2 code does: scale 127 / amax, round to
+// nearest even, d stored as f16.
+void quantize_act_q8_0(const float* x, gguf::block_q8_0* out, std::int64_t n);
+// Activations to Q8_K blocks (the reference's scalar quantizer: -127 / signed max).
+void quantize_act_q8_K(const float* x, gguf::block_q8_K* out, std::int64_t n);
+
+// Horizontal sums in the order of the AVX / AVX-512 reductions.
+inline float reduce8(const float* a) {
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+// Runs `dot(row, token)` for every output row and token, rows split over the pool.
+template <class Dot>
+void for_each_output(std::int64_t out, std::int64_t n_tokens, float* y, thread_pool& pool, const Dot& dot) {
+  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t o = begin; o < end; ++o) {
+      for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot(o, t);
+    }
+  });
+}
+
+}  // namespace spite::dispatch::cpu
