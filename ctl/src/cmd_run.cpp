@@ -121,6 +121,10 @@ int run_run(const std::vector<std::string>& argv) {
   auto ctx = executor::context::create(**model, {.n_ctx = n_ctx, .n_threads = threads});
   if (!ctx) return fail(ctx.err().message);
   const double load_s = seconds_since(t_load);
+  std::fprintf(stderr, "loaded %s (%s) in %.3f s: %.1f MiB mapped, %.1f MiB KV cache for %d tokens\n",
+               a.get("--model")->c_str(), (*model)->arch().c_str(), load_s,
+               static_cast<double>(file->total_bytes()) / (1 << 20), static_cast<double>((*ctx)->memory().bytes_when_full()) / (1 << 20),
+               (*ctx)->n_ctx());
 
   const tokenizer::vocab& vocab = (*tok)->vocabulary();
   bool add_special = true;

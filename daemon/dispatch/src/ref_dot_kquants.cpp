@@ -221,7 +221,7 @@ void matmul_k(const weight& w, const float* x, std::int64_t n_tokens, float* y, 
   std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
   for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
   const std::int64_t out = w.out;
-  if (getenv("KQ_DUMP") && Type == gguf::tensor_type::q6_K && out == 512) {
+  if (getenv("KQ_DUMP") && out == 512) {
     FILE* f = fopen(getenv("KQ_DUMP"), "wb");
     fwrite(&n_tokens, 8, 1, f); fwrite(&w.in, 8, 1, f); fwrite(&out, 8, 1, f);
     fwrite(x, 4, n_tokens * w.in, f); fwrite(w.data, 1, out * w.row_bytes, f); fclose(f);

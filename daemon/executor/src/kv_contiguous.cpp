@@ -111,6 +111,14 @@ class contiguous_f16 final : public kv_memory {
     for (auto& s : seqs_) s.length = 0;
   }
 
+  std::size_t bytes_when_full() const override {
+    std::size_t per_seq = 0;
+    for (std::size_t l = 0; l < layout_.k_width.size(); ++l) {
+      per_seq += static_cast<std::size_t>((layout_.k_width[l] + layout_.v_width[l]) * layout_.n_ctx) * 2;
+    }
+    return per_seq * static_cast<std::size_t>(layout_.n_seq_max);
+  }
+
   std::size_t bytes() const override {
     std::size_t n = 0;
     for (const auto& s : seqs_) {

@@ -455,7 +455,11 @@ class lexer {
         matched = true;
         break;
       }
-      if (!matched) return syntax_error(line_, "unexpected char '" + std::string(1, s_[pos_]) + "'");
+      if (!matched) {
+        std::size_t len = 1;
+        while (pos_ + len < s_.size() && len < 4 && (static_cast<unsigned char>(s_[pos_ + len]) & 0xC0) == 0x80) ++len;
+        return syntax_error(line_, "unexpected char '" + s_.substr(pos_, len) + "'");
+      }
     }
     return ok();  // end of source inside a tag: the parser reports it
   }

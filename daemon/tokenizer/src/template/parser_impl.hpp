@@ -158,11 +158,10 @@ class parser {
 
   // ---- expressions ----
 
-  bool is_tuple_end(std::initializer_list<std::string_view> extra_end) const {
-    if (cur().type == tok::var_end || cur().type == tok::block_end || is_op(")")) return true;
-    for (auto e : extra_end)
-      if (is_name(e)) return true;
-    return false;
+  // jinja2 also lists extra end words ("in" after a for target) but never matches them (it passes
+  // them to Token.test_any as one tuple), so `for a, in xs` is a syntax error there: same here.
+  bool is_tuple_end(std::initializer_list<std::string_view> /*extra_end*/) const {
+    return cur().type == tok::var_end || cur().type == tok::block_end || is_op(")");
   }
 
   result<expr_ptr> parse_tuple(bool simplified, bool with_condexpr, std::initializer_list<std::string_view> extra_end,

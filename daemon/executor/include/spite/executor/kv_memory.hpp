@@ -39,7 +39,8 @@ class kv_memory : public models::kv_access {
   // Highest position held for `seq`, -1 when empty.
   virtual std::int32_t seq_pos_max(std::int32_t seq) const = 0;
   virtual void clear() = 0;
-  virtual std::size_t bytes() const = 0;
+  virtual std::size_t bytes() const = 0;           // allocated now
+  virtual std::size_t bytes_when_full() const = 0; // with every sequence in use
 };
 
 struct kv_kind {
