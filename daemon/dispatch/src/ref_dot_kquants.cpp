@@ -1,20 +1,31 @@
 // Exact matmuls for Q3_K, Q5_K and Q6_K (see ref_quant.hpp).
 //
-// The reference's x86 kernels for these types (AVX2 code, used as is on AVX-512 machines) share
-// one shape. Activations are quantized to Q8_K. Per super-block, 32 consecutive elements are
-// multiplied at a time: pairs of products become int16 lanes, pairs of those (already multiplied
-// by the 16- or 32-element sub-block scale) become int32 lanes, so int32 lane L collects elements
-// 4L..4L+3 of every 32-element group of the block. All of that is exact integer arithmetic. The
-// float work is: d = d_x * d_w per block, acc[L] = fma(d, float(lane[L]), acc[L]) across blocks,
-// then the AVX horizontal sum. Q5_K adds its mins term as a separate scalar, summed per block
-// as fma(-d_x * dmin_w, float(sum of mins * bsums), summs) and added after the lane reduction.
+// On x86 the reference multiplies these types with ggml_vec_dot_*_q8_K, one output at a time
+// (llamafile's tinyBLAS and the CPU_REPACK buffer type do not take them), against activations
+// quantized per row by the scalar Q8_K quantizer (quantize_act_q8_K). The AVX2 branch of each
+// kernel is the one compiled on AVX-512 machines too; they share one shape:
 //
-// Each weight row is unpacked once into signed integer quants and per-16-element scales, then
-// dotted with every token's quantized activations.
+// * 32 consecutive elements are multiplied at a time: pairs of products become int16 lanes,
+//   pairs of those (multiplied by the sub-block scale) int32 lanes, so int32 lane L collects
+//   elements 4L..4L+3 of every 32-element group of a super-block. All of it is exact integer
+//   arithmetic; only the split of the total over the 8 lanes matters.
+// * Per super-block: d = d_x * d_w, acc[L] = fma(d, float(lane[L]), acc[L]); at the end the
+//   AVX horizontal sum (reduce8).
+//
+// Per type:
+// * Q3_K: quants in [-4, 3] (the missing high bit subtracts 4), 16 signed 6-bit scales - 32.
+// * Q5_K: quants in [0, 31], 8 unsigned 6-bit scales (one per 32 elements). The mins go to a
+//   separate scalar: summs = fma(-d_x * dmin_w, sum(min_j * (bsum[2j] + bsum[2j+1])), summs),
+//   added after the lane reduction.
+// * Q6_K (the bsums variant of the kernel): the lanes take the unsigned quants (0..63) times
+//   the 16 signed scales, and the -32 offset is subtracted from them afterwards as
+//   32 * (scale[2L] * bsum[2L] + scale[2L+1] * bsum[2L+1]) in lane L, i.e. lane L carries the
+//   offset of elements 32L..32L+31, not of its own elements.
+//
+// Each weight row is unpacked once into integer quants and per-16-element scales, then dotted
+// with every token's quantized activations.
 #include <cmath>
 #include <cstring>
-#include <cstdlib>
-#include <cstdio>
 #include <vector>
 
 #include "ref_quant.hpp"
@@ -25,13 +36,13 @@ namespace {
 
 constexpr int qk = gguf::qk_k;
 
-// One weight row unpacked: quants as signed integers, one scale per 16 elements, and the
-// per-block float factors.
+// One weight row unpacked: quants as integers (Q6_K: unsigned, without the -32), one scale per
+// 16 elements, the Q5_K mins (one per 32 elements) and the per-block float factors.
 struct unpacked_row {
-  std::vector<std::int8_t> q;       // in
-  std::vector<std::int8_t> scale;   // in / 16
-  std::vector<std::int8_t> min;     // in / 32 (Q5_K only)
-  std::vector<float> d, dmin;       // in / 256
+  std::vector<std::int8_t> q;      // in
+  std::vector<std::int8_t> scale;  // in / 16
+  std::vector<std::int8_t> min;    // in / 32 (Q5_K only)
+  std::vector<float> d, dmin;      // in / 256
 
   explicit unpacked_row(std::int64_t in)
       : q(static_cast<std::size_t>(in)),
@@ -70,25 +81,20 @@ void unpack_q3_K(const gguf::block_q3_K& b, std::int8_t* q, std::int8_t* sc) {
   }
 }
 
-// The 8 six-bit scales and 8 six-bit mins of Q4_K / Q5_K.
-void unpack_scales_mins_k4(const std::uint8_t* scales, std::uint8_t* sc, std::uint8_t* mn) {
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      sc[j] = scales[j] & 63;
-      mn[j] = scales[j + 4] & 63;
-    } else {
-      sc[j] = static_cast<std::uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
-      mn[j] = static_cast<std::uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
-    }
-  }
-}
-
 void unpack_q5_K(const gguf::block_q5_K& b, std::int8_t* q, std::int8_t* sc16, std::int8_t* mins) {
-  std::uint8_t sc[8], mn[8];
-  unpack_scales_mins_k4(b.scales, sc, mn);
+  // 8 six-bit scales and 8 six-bit mins: j < 4 in the low 6 bits of bytes j / j + 4; j >= 4 low
+  // nibble / high nibble of byte j + 4 with the top bits of bytes j - 4 / j.
   for (int j = 0; j < 8; ++j) {
-    sc16[2 * j] = sc16[2 * j + 1] = static_cast<std::int8_t>(sc[j]);
-    mins[j] = static_cast<std::int8_t>(mn[j]);
+    int s, m;
+    if (j < 4) {
+      s = b.scales[j] & 63;
+      m = b.scales[j + 4] & 63;
+    } else {
+      s = (b.scales[j + 4] & 0xF) | ((b.scales[j - 4] >> 6) << 4);
+      m = (b.scales[j + 4] >> 4) | ((b.scales[j] >> 6) << 4);
+    }
+    sc16[2 * j] = sc16[2 * j + 1] = static_cast<std::int8_t>(s);
+    mins[j] = static_cast<std::int8_t>(m);
   }
   // Element 64j + l: low nibble of qs[32j + l] + 16 * bit 2j of qh[l];
   // element 64j + 32 + l: high nibble + 16 * bit 2j + 1.
@@ -105,43 +111,38 @@ void unpack_q5_K(const gguf::block_q5_K& b, std::int8_t* q, std::int8_t* sc16, s
 void unpack_q6_K(const gguf::block_q6_K& b, std::int8_t* q, std::int8_t* sc) {
   for (int j = 0; j < 16; ++j) sc[j] = b.scales[j];
   // Element 128c + 32k + l: nibble of ql[64c + l] (k = 0, 2) or ql[64c + 32 + l] (k = 1, 3),
-  // low for k < 2, with bits 2k..2k+1 of qh[32c + l] on top; minus 32.
+  // low for k < 2, with bits 2k..2k+1 of qh[32c + l] on top. Kept unsigned (the kernel
+  // applies the -32 through the activation block sums).
   for (int c = 0; c < 2; ++c) {
     for (int k = 0; k < 4; ++k) {
       for (int l = 0; l < 32; ++l) {
         const std::uint8_t byte = b.ql[64 * c + 32 * (k & 1) + l];
         const int lo = k < 2 ? (byte & 0xF) : (byte >> 4);
         const int hi = (b.qh[32 * c + l] >> (2 * k)) & 3;
-        q[128 * c + 32 * k + l] = static_cast<std::int8_t>((lo | (hi << 4)) - 32);
+        q[128 * c + 32 * k + l] = static_cast<std::int8_t>(lo | (hi << 4));
       }
     }
   }
 }
 
-void unpack_row(gguf::tensor_type type, const std::byte* src, std::int64_t nb, unpacked_row& r) {
+template <gguf::tensor_type Type>
+void unpack_row(const std::byte* src, std::int64_t nb, unpacked_row& r) {
   for (std::int64_t b = 0; b < nb; ++b) {
     std::int8_t* q = r.q.data() + b * qk;
     std::int8_t* sc = r.scale.data() + b * 16;
-    switch (type) {
-      case gguf::tensor_type::q3_K: {
-        const auto& blk = reinterpret_cast<const gguf::block_q3_K*>(src)[b];
-        unpack_q3_K(blk, q, sc);
-        r.d[b] = fp16_to_fp32(blk.d);
-        break;
-      }
-      case gguf::tensor_type::q5_K: {
-        const auto& blk = reinterpret_cast<const gguf::block_q5_K*>(src)[b];
-        unpack_q5_K(blk, q, sc, r.min.data() + b * 8);
-        r.d[b] = fp16_to_fp32(blk.d);
-        r.dmin[b] = fp16_to_fp32(blk.dmin);
-        break;
-      }
-      default: {
-        const auto& blk = reinterpret_cast<const gguf::block_q6_K*>(src)[b];
-        unpack_q6_K(blk, q, sc);
-        r.d[b] = fp16_to_fp32(blk.d);
-        break;
-      }
+    if constexpr (Type == gguf::tensor_type::q3_K) {
+      const auto& blk = reinterpret_cast<const gguf::block_q3_K*>(src)[b];
+      unpack_q3_K(blk, q, sc);
+      r.d[b] = fp16_to_fp32(blk.d);
+    } else if constexpr (Type == gguf::tensor_type::q5_K) {
+      const auto& blk = reinterpret_cast<const gguf::block_q5_K*>(src)[b];
+      unpack_q5_K(blk, q, sc, r.min.data() + b * 8);
+      r.d[b] = fp16_to_fp32(blk.d);
+      r.dmin[b] = fp16_to_fp32(blk.dmin);
+    } else {
+      const auto& blk = reinterpret_cast<const gguf::block_q6_K*>(src)[b];
+      unpack_q6_K(blk, q, sc);
+      r.d[b] = fp16_to_fp32(blk.d);
     }
   }
 }
@@ -161,50 +162,22 @@ void block_lanes(const std::int8_t* q, const std::int8_t* sc, const std::int8_t*
   }
 }
 
-int g_variant() { static int v = getenv("KQV") ? atoi(getenv("KQV")) : 0; return v; }
-
-float dot_row_v1(const unpacked_row& r, const gguf::block_q8_K* x, std::int64_t nb) {
-  float acc[16] = {};
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::int8_t* q = r.q.data() + b * qk; const std::int8_t* sc = r.scale.data() + b * 16; const std::int8_t* xq = x[b].qs;
-    std::int32_t lanes[16] = {};
-    for (int g = 0; g < 4; ++g) for (int L = 0; L < 16; ++L) {
-      const int e = 64 * g + 4 * L;
-      const int s = q[e] * xq[e] + q[e + 1] * xq[e + 1] + q[e + 2] * xq[e + 2] + q[e + 3] * xq[e + 3];
-      lanes[L] += sc[e / 16] * s;
-    }
-    const float d = x[b].d * r.d[b];
-    for (int L = 0; L < 16; ++L) acc[L] = std::fma(d, static_cast<float>(lanes[L]), acc[L]);
-  }
-  float t[8]; for (int i = 0; i < 8; ++i) t[i] = acc[i] + acc[i + 8];
-  float u[4]; for (int i = 0; i < 4; ++i) u[i] = t[i] + t[i + 4];
-  return (u[0] + u[2]) + (u[1] + u[3]);
-}
-
-float dot_row_v3(const unpacked_row& r, const gguf::block_q8_K* x, std::int64_t nb) {
-  float sums[8] = {};
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::int8_t* q = r.q.data() + b * qk; const std::int8_t* sc = r.scale.data() + b * 16; const std::int8_t* xq = x[b].qs;
-    std::int32_t aux[8] = {};
-    for (int e = 0; e < qk; ++e) aux[e % 8] += sc[e / 16] * (q[e] * xq[e]);
-    const float d = r.d[b] * x[b].d;
-    for (int l = 0; l < 8; ++l) sums[l] = std::fma(d, static_cast<float>(aux[l]), sums[l]);
-  }
-  float s = 0; for (int l = 0; l < 8; ++l) s += sums[l];
-  return s;
-}
-
-float dot_row(const unpacked_row& r, const gguf::block_q8_K* x, std::int64_t nb, bool has_mins) {
-  if (!has_mins && g_variant() == 1) return dot_row_v1(r, x, nb);
-  if (!has_mins && g_variant() == 3) return dot_row_v3(r, x, nb);
+template <gguf::tensor_type Type>
+float dot_row(const unpacked_row& r, const gguf::block_q8_K* x, std::int64_t nb) {
   float acc[8] = {};
   float summs = 0.0f;
   for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int8_t* sc = r.scale.data() + b * 16;
     std::int32_t lanes[8];
-    block_lanes(r.q.data() + b * qk, r.scale.data() + b * 16, x[b].qs, lanes);
+    block_lanes(r.q.data() + b * qk, sc, x[b].qs, lanes);
+    if constexpr (Type == gguf::tensor_type::q6_K) {
+      for (int L = 0; L < 8; ++L) {
+        lanes[L] -= 32 * (sc[2 * L] * x[b].bsums[2 * L] + sc[2 * L + 1] * x[b].bsums[2 * L + 1]);
+      }
+    }
     const float d = x[b].d * r.d[b];
     for (int L = 0; L < 8; ++L) acc[L] = std::fma(d, static_cast<float>(lanes[L]), acc[L]);
-    if (has_mins) {
+    if constexpr (Type == gguf::tensor_type::q5_K) {
       const std::int8_t* mn = r.min.data() + b * 8;
       std::int32_t isum = 0;
       for (int j = 0; j < 8; ++j) isum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
@@ -212,7 +185,11 @@ float dot_row(const unpacked_row& r, const gguf::block_q8_K* x, std::int64_t nb,
       summs = std::fma(dmin, static_cast<float>(isum), summs);
     }
   }
-  return has_mins ? reduce8(acc) + summs : reduce8(acc);
+  if constexpr (Type == gguf::tensor_type::q5_K) {
+    return reduce8(acc) + summs;
+  } else {
+    return reduce8(acc);
+  }
 }
 
 template <gguf::tensor_type Type>
@@ -221,18 +198,11 @@ void matmul_k(const weight& w, const float* x, std::int64_t n_tokens, float* y, 
   std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
   for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
   const std::int64_t out = w.out;
-  if (getenv("KQ_DUMP") && out == 512) {
-    FILE* f = fopen(getenv("KQ_DUMP"), "wb");
-    fwrite(&n_tokens, 8, 1, f); fwrite(&w.in, 8, 1, f); fwrite(&out, 8, 1, f);
-    fwrite(x, 4, n_tokens * w.in, f); fwrite(w.data, 1, out * w.row_bytes, f); fclose(f);
-  }
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
     unpacked_row r(w.in);
     for (std::int64_t o = begin; o < end; ++o) {
-      unpack_row(Type, w.row(o), nb, r);
-      for (std::int64_t t = 0; t < n_tokens; ++t) {
-        y[t * out + o] = dot_row(r, xq.data() + t * nb, nb, Type == gguf::tensor_type::q5_K);
-      }
+      unpack_row<Type>(w.row(o), nb, r);
+      for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot_row<Type>(r, xq.data() + t * nb, nb);
     }
   });
 }

@@ -2,6 +2,8 @@
 // one tokenizes without crashing, in time linear in its length, and invalid bytes come out as
 // the reference engine treats them (SPM: byte tokens; byte-level BPE: U+FFFD).
 #include <catch2/catch.hpp>
+#include <time.h>
+
 #include <chrono>
 #include <string>
 
@@ -28,10 +30,21 @@ std::vector<token> tok(const tokenizer& t, const std::string& s) {
   return *r;
 }
 
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// CPU time of this thread (not wall time: other processes do not count), best of three.
 double seconds_for(const tokenizer& t, const std::string& s) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto ids = tok(t, s);  // (WordPiece drops whitespace and U+FFFD: may be empty)
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double best = 1e300;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = thread_cpu_seconds();
+    const auto ids = tok(t, s);  // (WordPiece drops whitespace and U+FFFD: may be empty)
+    best = std::min(best, thread_cpu_seconds() - t0);
+  }
+  return best;
 }
 
 std::string repeat(const std::string& unit, std::size_t bytes) {
@@ -41,14 +54,15 @@ std::string repeat(const std::string& unit, std::size_t bytes) {
   return s;
 }
 
-// Tokenizing 4x the input must not take 16x the time. The bound is generous (x10) so a loaded
-// machine does not make the test flaky; quadratic behaviour still fails it.
+// Tokenizing 4x the input must not take 16x the time. The bound is generous (x12: caches
+// make larger inputs somewhat slower per byte, and the machine may be busy); quadratic
+// behaviour still fails it.
 void check_linear(const tokenizer& t, const std::string& unit, std::size_t small_bytes) {
   const std::string small = repeat(unit, small_bytes), large = repeat(unit, small_bytes * 4);
-  const double ts = std::max(seconds_for(t, small), 1e-3), tl = seconds_for(t, large);
+  const double ts = std::max(seconds_for(t, small), 2e-3), tl = seconds_for(t, large);
   INFO("unit [" << unit.substr(0, 16) << "] " << small.size() << " bytes: " << ts << " s, " << large.size()
                 << " bytes: " << tl << " s");
-  CHECK(tl < ts * 10.0);
+  CHECK(tl < ts * 12.0);
 }
 
 const char* const k_vocabs[] = {"models/vocab/ggml-vocab-llama-spm.gguf", "models/vocab/ggml-vocab-qwen2.gguf",

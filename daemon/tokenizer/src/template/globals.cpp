@@ -35,6 +35,7 @@ result<value_dict> make_dict(interp& in, const call_args& args, std::string_view
   value_dict d;
   if (!args.pos.empty()) {
     const value& src = args.pos[0];
+    if (src.is_undefined()) return undefined_error(src);  // dict() looks up src.keys
     if (src.is_dict()) {
       d = src.as_dict();
     } else if (is_object(src, object_kind::namespace_)) {
