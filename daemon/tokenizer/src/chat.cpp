@@ -37,10 +37,16 @@ result<chat_format> chat_format::from_metadata(const gguf::metadata& meta, const
   f.source_ = std::string(*source);
   f.bos_ = token_text(v, v.special().bos);
   f.eos_ = token_text(v, v.special().eos);
+  // A template that compiles but cannot render the simplest conversation is reported now,
+  // when the model loads, rather than on the first request.
+  const chat_message probe[] = {{"user", "Hello"}};
+  if (auto r = f.render(probe, true); !r) {
+    return make_error(r.err().code, key + " cannot be rendered: " + r.err().message);
+  }
   return f;
 }
 
-result<std::string> chat_format::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+result<std::string> chat_format::render_json(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                         const nlohmann::ordered_json& extra) const {
   nlohmann::ordered_json ctx = extra.is_object() ? extra : nlohmann::ordered_json::object();
   ctx["messages"] = messages;
@@ -55,7 +61,7 @@ result<std::string> chat_format::render(const nlohmann::ordered_json& messages, 
 result<std::string> chat_format::render(std::span<const chat_message> messages, bool add_generation_prompt) const {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
-  return render(list, add_generation_prompt);
+  return render_json(list, add_generation_prompt);
 }
 
 }  // namespace spite::tokenizer

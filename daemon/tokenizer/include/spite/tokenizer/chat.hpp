@@ -30,7 +30,7 @@ class chat_format {
 
   // messages: an array of OpenAI-style message objects (role, content as string or parts,
   // tool_calls, ...). `extra`: further template variables (tools, enable_thinking, ...).
-  result<std::string> render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+  result<std::string> render_json(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                              const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
   result<std::string> render(std::span<const chat_message> messages, bool add_generation_prompt) const;
 
