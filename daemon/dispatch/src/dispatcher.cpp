@@ -1,5 +1,11 @@
+#include "spite/dispatch/dispatcher.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
 #include "cpu_kernels.hpp"
-#include "spite/dispatch/ops.hpp"
+#include "spite/core/log.hpp"
 
 namespace spite::dispatch {
 
@@ -16,6 +22,270 @@ weight weight_of(const gguf::tensor_info& t, std::int64_t expert) {
 const op_table& cpu_reference_ops() {
   static const op_table table{cpu::matmul, cpu::rms_norm, cpu::attention, cpu::rope, cpu::swiglu};
   return table;
+}
+
+std::string op_name(spite_op op) {
+  switch (op) {
+    case SPITE_OP_RMS_NORM: return "rms_norm";
+    case SPITE_OP_ROPE: return "rope";
+    case SPITE_OP_MATMUL: return "matmul";
+    case SPITE_OP_ATTENTION_PREFILL: return "attention_prefill";
+    case SPITE_OP_ATTENTION_DECODE: return "attention_decode";
+    case SPITE_OP_FFN_GATED: return "ffn_gated";
+    case SPITE_OP_MOE_FFN: return "moe_ffn";
+    case SPITE_OP_LAYER: return "layer";
+    case SPITE_OP_PREFILL: return "prefill";
+    case SPITE_OP_SPEC_VERIFY: return "spec_verify";
+    case SPITE_OP_SWIGLU: return "swiglu";
+    default: return "op " + std::to_string(op);
+  }
+}
+
+spite_op_signature make_signature(spite_op op, const dispatch_target& target) {
+  spite_op_signature s{};
+  s.struct_size = sizeof s;
+  s.op = op;
+  s.weight_dtype = -1;
+  s.activation_dtype = SPITE_DTYPE_F32;
+  s.device = target.device;
+  s.device_index = target.device_index;
+  return s;
+}
+
+std::shared_ptr<dispatcher> dispatcher::create(std::shared_ptr<const kernel_set> set, kernel_identity who,
+                                               dispatch_target target) {
+  std::shared_ptr<dispatcher> d(new dispatcher());
+  d->set_ = set ? std::move(set) : kernel_set::scan({});
+  d->who_ = std::move(who);
+  d->target_ = std::move(target);
+  return d;
+}
+
+namespace {
+
+constexpr int k_tiers_per_arch = 3;  // family/model, family/generic, generic/generic
+constexpr std::int32_t k_max_score = 1'000'000;
+
+std::string key_of(const spite_op_signature& s) {
+  // Decode and prefill may choose differently; the exact token count does not.
+  return std::to_string(s.op) + ":" + std::to_string(s.weight_dtype) + ":" + (s.rows > 1 ? "p" : "d") + ":" +
+         std::to_string(s.in) + ":" + std::to_string(s.out) + ":" + std::to_string(s.n_head) + ":" +
+         std::to_string(s.n_head_kv) + ":" + std::to_string(s.head_dim) + ":" + std::to_string(s.head_dim_v);
+}
+
+bool builtin_has(spite_op op) {
+  switch (op) {
+    case SPITE_OP_RMS_NORM:
+    case SPITE_OP_ROPE:
+    case SPITE_OP_MATMUL:
+    case SPITE_OP_ATTENTION_PREFILL:
+    case SPITE_OP_ATTENTION_DECODE:
+    case SPITE_OP_SWIGLU: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+int dispatcher::tier_of(const kernel_library& lib, std::string& reason) const {
+  if (lib.descriptor().device != target_.device) {
+    reason = "built for another device kind";
+    return -1;
+  }
+  const auto arch = std::find(target_.archs.begin(), target_.archs.end(), lib.arch());
+  if (arch == target_.archs.end()) {
+    reason = "arch " + lib.arch() + " does not run here";
+    return -1;
+  }
+  int specificity;
+  if (lib.family() == who_.family && lib.model() == who_.model) {
+    specificity = 0;
+  } else if (lib.family() == who_.family && lib.model() == "generic") {
+    specificity = 1;
+  } else if (lib.family() == "generic" && lib.model() == "generic") {
+    specificity = 2;
+  } else {
+    reason = "for " + lib.family() + "/" + lib.model() + ", not " + who_.family + "/" + who_.model;
+    return -1;
+  }
+  return static_cast<int>(arch - target_.archs.begin()) * k_tiers_per_arch + specificity;
+}
+
+dispatch_choice dispatcher::decide(const spite_op_signature& sig) const {
+  dispatch_choice choice;
+  const dispatch_candidate* best = nullptr;
+  std::vector<dispatch_candidate> all;
+  std::vector<std::pair<const spite_kernel*, std::shared_ptr<kernel_library>>> owners;
+  for (const auto& lib : set_->libraries()) {
+    std::string why;
+    const int tier = tier_of(*lib, why);
+    for (const spite_kernel& k : lib->kernels()) {
+      if (k.op != sig.op) continue;
+      dispatch_candidate c;
+      c.source = lib->id();
+      c.kernel = k.name != nullptr ? std::string(k.name, strnlen(k.name, 128)) : "?";
+      c.tier = tier;
+      if (tier < 0) {
+        c.reason = why;
+      } else if (sig.weight_dtype >= 0 && k.n_dtypes > 0 &&
+                 std::find(k.dtypes, k.dtypes + k.n_dtypes, sig.weight_dtype) == k.dtypes + k.n_dtypes) {
+        c.reason = "does not handle weight type " + std::to_string(sig.weight_dtype);
+      } else {
+        char reason[256] = {};
+        const std::int32_t score = k.probe(&sig, reason, sizeof reason);
+        // A probe is the library's word only within sane bounds.
+        if (score > k_max_score) {
+          c.reason = "probe returned an implausible score " + std::to_string(score);
+        } else if (score <= 0) {
+          c.reason = reason[0] != '\0' ? std::string(reason, strnlen(reason, sizeof reason)) : "probe refused";
+        } else {
+          c.score = score;
+        }
+      }
+      all.push_back(std::move(c));
+      owners.emplace_back(&k, lib);
+    }
+  }
+  std::size_t winner = all.size();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].score <= 0) continue;
+    if (best == nullptr || all[i].tier < best->tier || (all[i].tier == best->tier && all[i].score > best->score)) {
+      best = &all[i];
+      winner = i;
+    }
+  }
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (i != winner && all[i].score > 0) {
+      all[i].reason = best->tier < all[i].tier ? "a more specific library wins" : "a higher score wins";
+    }
+  }
+  dispatch_candidate builtin{"builtin", "reference", builtin_has(sig.op) ? 1 : 0, {}, 1 << 20};
+  if (!builtin_has(sig.op)) builtin.reason = "no built-in kernel for this op";
+  if (winner != all.size()) {
+    choice.kernel = owners[winner].first;
+    choice.library = owners[winner].second;
+    choice.source = all[winner].source;
+    choice.kernel_name = all[winner].kernel;
+    if (builtin.score > 0) builtin.reason = "a plug-in wins";
+    std::rotate(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(winner),
+                all.begin() + static_cast<std::ptrdiff_t>(winner) + 1);
+    all.push_back(std::move(builtin));
+  } else {
+    all.insert(all.begin(), std::move(builtin));
+  }
+  choice.candidates = std::move(all);
+  return choice;
+}
+
+const dispatch_choice& dispatcher::resolve(const spite_op_signature& sig) {
+  const std::string key = key_of(sig);
+  std::lock_guard lock(mutex_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    it = cache_.emplace(key, std::make_unique<dispatch_choice>(decide(sig))).first;
+  }
+  return *it->second;
+}
+
+namespace {
+
+// Scratch for run(), per thread, grown on demand.
+std::byte* workspace(const spite_kernel& k, const spite_op_signature& sig) {
+  thread_local std::vector<std::byte> buffer;
+  const std::size_t need = k.workspace_size != nullptr ? k.workspace_size(&sig) : 0;
+  if (buffer.size() < need) buffer.resize(need);
+  return buffer.data();
+}
+
+void report_failure(const dispatch_choice& c, spite_status status) {
+  // Once per kernel: a failing kernel falls back to the reference from then on, loudly once.
+  static std::mutex m;
+  static std::vector<const spite_kernel*> reported;
+  std::lock_guard lock(m);
+  if (std::find(reported.begin(), reported.end(), c.kernel) != reported.end()) return;
+  reported.push_back(c.kernel);
+  log::warn("kernel ", c.source, "/", c.kernel_name, " returned status ", status, "; using the built-in reference");
+}
+
+}  // namespace
+
+std::shared_ptr<const op_table> dispatcher::ops(const op_table& fallback) {
+  auto self = shared_from_this();
+  auto t = std::make_shared<op_table>(fallback);
+  const op_table base = fallback;
+
+  t->rms_norm = [self, base](const float* x, const float* w, float* y, std::int64_t n, std::int64_t rows, float eps) {
+    spite_op_signature sig = make_signature(SPITE_OP_RMS_NORM, self->target_);
+    sig.rows = rows;
+    sig.in = sig.out = n;
+    const dispatch_choice& c = self->resolve(sig);
+    if (c.kernel != nullptr) {
+      spite_rms_norm_args a{sizeof a, x, w, y, n, rows, eps};
+      const spite_status s = c.kernel->run(&a, workspace(*c.kernel, sig), nullptr);
+      if (s == SPITE_OK) return;
+      report_failure(c, s);
+    }
+    base.rms_norm(x, w, y, n, rows, eps);
+  };
+
+  t->swiglu = [self, base](const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows) {
+    spite_op_signature sig = make_signature(SPITE_OP_SWIGLU, self->target_);
+    sig.rows = rows;
+    sig.in = sig.out = n;
+    const dispatch_choice& c = self->resolve(sig);
+    if (c.kernel != nullptr) {
+      spite_swiglu_args a{sizeof a, g, u, h, n, rows};
+      const spite_status s = c.kernel->run(&a, workspace(*c.kernel, sig), nullptr);
+      if (s == SPITE_OK) return;
+      report_failure(c, s);
+    }
+    base.swiglu(g, u, h, n, rows);
+  };
+
+  t->matmul = [self, base](const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+    spite_op_signature sig = make_signature(SPITE_OP_MATMUL, self->target_);
+    sig.weight_dtype = static_cast<spite_dtype>(w.type);
+    sig.rows = n_tokens;
+    sig.in = w.in;
+    sig.out = w.out;
+    const dispatch_choice& c = self->resolve(sig);
+    if (c.kernel != nullptr) {
+      // A CPU kernel runs on one thread; the host splits the output rows over its pool, each
+      // part computed into a private [part, n_tokens] buffer and scattered into y.
+      std::atomic<spite_status> status{SPITE_OK};
+      const bool cpu = self->target_.device == SPITE_DEVICE_CPU;
+      pool.parallel_for(cpu ? w.out : 1, [&](std::int64_t begin, std::int64_t end, int) {
+        if (!cpu) {
+          begin = 0;
+          end = w.out;
+        }
+        const std::int64_t part = end - begin;
+        thread_local std::vector<float> scratch;
+        float* dst = y;
+        if (n_tokens > 1 || part != w.out) {
+          scratch.resize(static_cast<std::size_t>(part * n_tokens));
+          dst = n_tokens == 1 ? y + begin : scratch.data();
+        }
+        spite_matmul_args a{sizeof a, sig.weight_dtype, w.row(begin), w.in, part, w.row_bytes, x, dst, n_tokens};
+        spite_op_signature part_sig = sig;
+        part_sig.out = part;
+        const spite_status s = c.kernel->run(&a, workspace(*c.kernel, part_sig), nullptr);
+        if (s != SPITE_OK) {
+          status = s;
+          return;
+        }
+        if (dst == scratch.data()) {
+          for (std::int64_t tok = 0; tok < n_tokens; ++tok) {
+            std::copy_n(scratch.data() + tok * part, part, y + tok * w.out + begin);
+          }
+        }
+      });
+      if (status == SPITE_OK) return;
+      report_failure(c, status);
+    }
+    base.matmul(w, x, n_tokens, y, pool);
+  };
+  return t;
 }
 
 }  // namespace spite::dispatch

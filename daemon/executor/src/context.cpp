@@ -19,8 +19,16 @@ result<std::unique_ptr<context>> context::create(const models::model& m, const c
   auto kv = make_kv_memory(options.kv_kind, layout);
   if (!kv) return std::move(kv).err();
   c->kv_ = std::move(*kv);
-  c->ops_ = &dispatch::cpu_reference_ops();
+  // The built-in table lives for the program; it is shared without ownership.
+  c->ops_ = std::shared_ptr<const dispatch::op_table>(std::shared_ptr<void>(), &dispatch::cpu_reference_ops());
+  if (options.ops) c->ops_ = options.ops;
   return c;
+}
+
+void context::set_ops(std::shared_ptr<const dispatch::op_table> ops) {
+  std::lock_guard lock(ops_mutex_);
+  ops_ = ops ? std::move(ops)
+             : std::shared_ptr<const dispatch::op_table>(std::shared_ptr<void>(), &dispatch::cpu_reference_ops());
 }
 
 result<std::span<const float>> context::decode(const batch& b, const models::lora_set* loras) {
@@ -43,7 +51,13 @@ result<std::span<const float>> context::decode(const batch& b, const models::lor
   if (!plan) return std::move(plan).err();
   kv_->apply(*plan);
   logits_.assign(static_cast<std::size_t>(n_vocab) * outputs.size(), 0.0f);
-  models::forward_context ctx{*ops_, pool_, view, *kv_, logits_.data(), loras};
+  // The step keeps the table it started with: a reload in between takes effect at the next one.
+  std::shared_ptr<const dispatch::op_table> ops;
+  {
+    std::lock_guard lock(ops_mutex_);
+    ops = ops_;
+  }
+  models::forward_context ctx{*ops, pool_, view, *kv_, logits_.data(), loras};
   SPITE_TRY(model_.forward(ctx));
   return std::span<const float>(logits_);
 }

@@ -22,8 +22,14 @@ result<std::unique_ptr<model>> load(const gguf::file& f, const load_options&) {
 
 }  // namespace
 
+// Llama 3 ships a byte-level BPE vocabulary, Llama 2 a SentencePiece one.
+static std::string kernel_model(const gguf::file& file) {
+  const auto vocab = file.meta().get_string("tokenizer.ggml.model");
+  return vocab && *vocab == "gpt2" ? "llama3" : "llama2";
+}
+
 const arch_entry& arch_llama() {
-  static const arch_entry entry{"llama", load};
+  static const arch_entry entry{"llama", load, "llama", kernel_model};
   return entry;
 }
 

@@ -36,7 +36,7 @@ result<std::unique_ptr<model>> load(const gguf::file& f, const load_options& opt
 }  // namespace
 
 const arch_entry& arch_phi3() {
-  static const arch_entry entry{"phi3", load};
+  static const arch_entry entry{"phi3", load, "phi"};
   return entry;
 }
 

@@ -17,7 +17,7 @@ result<std::unique_ptr<model>> load(const gguf::file& f, const load_options&) {
 }  // namespace
 
 const arch_entry& arch_qwen2() {
-  static const arch_entry entry{"qwen2", load};
+  static const arch_entry entry{"qwen2", load, "qwen"};
   return entry;
 }
 

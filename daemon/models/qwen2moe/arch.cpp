@@ -21,7 +21,7 @@ result<std::unique_ptr<model>> load(const gguf::file& f, const load_options&) {
 }  // namespace
 
 const arch_entry& arch_qwen2moe() {
-  static const arch_entry entry{"qwen2moe", load};
+  static const arch_entry entry{"qwen2moe", load, "qwen"};
   return entry;
 }
 

@@ -24,4 +24,16 @@ result<std::unique_ptr<model>> load_model(const gguf::file& file, const load_opt
                                            "' is not supported (supported: " + supported + ")");
 }
 
+std::pair<std::string, std::string> kernel_identity_of(const gguf::file& file) {
+  const auto arch = file.meta().get_string("general.architecture");
+  if (arch) {
+    for (const arch_entry* e : architectures()) {
+      if (e->name != *arch) continue;
+      std::string family(e->kernel_family.empty() ? e->name : e->kernel_family);
+      return {std::move(family), e->kernel_model != nullptr ? e->kernel_model(file) : std::string(e->name)};
+    }
+  }
+  return {"generic", "generic"};
+}
+
 }  // namespace spite::models

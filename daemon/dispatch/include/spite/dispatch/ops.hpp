@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "spite/core/thread_pool.hpp"
@@ -50,16 +51,18 @@ struct rope_args {
   const float* freq_factors = nullptr;  // [n_dims / 2] divisors of the frequencies, or null
 };
 
+// Entries are std::function so that the dispatcher can bind a plug-in kernel (with its library
+// kept alive) in place of a built-in one; the call costs nothing next to the op itself.
 struct op_table {
   // y [out, n_tokens] = W x; x [in, n_tokens]. Activations are converted the way the weight
   // type's dot product expects (f16 / bf16 rounding, 8-bit block quantization).
-  void (*matmul)(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+  std::function<void(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool)> matmul;
   // y = x / sqrt(mean(x^2) + eps) * w (w may be null), per row of n
-  void (*rms_norm)(const float* x, const float* w, float* y, std::int64_t n, std::int64_t rows, float eps);
-  void (*attention)(const attention_args& args, thread_pool& pool);
-  void (*rope)(const rope_args& args);
+  std::function<void(const float* x, const float* w, float* y, std::int64_t n, std::int64_t rows, float eps)> rms_norm;
+  std::function<void(const attention_args& args, thread_pool& pool)> attention;
+  std::function<void(const rope_args& args)> rope;
   // h = silu(g) * u, rows of n elements
-  void (*swiglu)(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows);
+  std::function<void(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows)> swiglu;
 };
 
 // The built-in CPU kernels.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@ struct context_options {
   int n_threads = 0;             // 0: every hardware thread
   std::int32_t n_seq_max = 1;
   std::string kv_kind = "contiguous_f16";
+  std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in CPU kernels
 };
 
 class context {
@@ -48,6 +50,10 @@ class context {
   // Runs one step. Returns the logits of the tokens flagged in `b`, in batch order:
   // [n_vocab] per flagged token.
   result<std::span<const float>> decode(const batch& b, const models::lora_set* loras = nullptr);
+
+  // Replaces the kernels (a new plug-in generation); steps already running finish with the old
+  // table. Null restores the built-in kernels.
+  void set_ops(std::shared_ptr<const dispatch::op_table> ops);
 
   const models::model& model() const noexcept { return model_; }
   kv_memory& memory() noexcept { return *kv_; }
@@ -62,7 +68,8 @@ class context {
   std::unique_ptr<kv_memory> kv_;
   std::int32_t n_ctx_ = 0;
   std::vector<float> logits_;
-  const dispatch::op_table* ops_ = nullptr;
+  std::mutex ops_mutex_;
+  std::shared_ptr<const dispatch::op_table> ops_;
 };
 
 }  // namespace spite::executor

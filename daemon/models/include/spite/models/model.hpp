@@ -91,7 +91,15 @@ class model {
 struct arch_entry {
   std::string_view name;
   result<std::unique_ptr<model>> (*load)(const gguf::file& file, const load_options& options);
+  // kernels/<family>/<model>/ of the plug-ins written for it; `kernel_model` may tell models
+  // of one architecture apart (Llama 2 and 3); null means the architecture name.
+  std::string_view kernel_family;
+  std::string (*kernel_model)(const gguf::file& file) = nullptr;
 };
+
+// `family/model` naming the kernel plug-ins for the model of `file` ("generic/generic" for an
+// architecture spite does not know).
+std::pair<std::string, std::string> kernel_identity_of(const gguf::file& file);
 
 // Every architecture spite knows (one folder each under daemon/models/).
 std::span<const arch_entry* const> architectures();

@@ -1,0 +1,204 @@
+// Loading a kernel plug-in: dlopen, the entry symbol, the descriptor's version, size and id,
+// file permissions, init(), and a self-test of every kernel. Any failure refuses the library
+// with a reason; nothing a library returns is trusted before it is checked.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "spite/core/log.hpp"
+#include "spite/dispatch/plugin.hpp"
+
+namespace spite::dispatch {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Host callbacks offered to libraries.
+void host_log(void*, std::int32_t level, const char* message) {
+  if (message == nullptr) return;
+  switch (level) {
+    case SPITE_LOG_ERROR: log::error("kernel plug-in: ", message); break;
+    case SPITE_LOG_WARNING: log::warn("kernel plug-in: ", message); break;
+    case SPITE_LOG_DEBUG: log::debug("kernel plug-in: ", message); break;
+    default: log::info("kernel plug-in: ", message); break;
+  }
+}
+void* host_alloc(void*, std::size_t size, std::size_t alignment) {
+  if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) alignment = 64;
+  void* p = nullptr;
+  return posix_memalign(&p, alignment, size == 0 ? 1 : size) == 0 ? p : nullptr;
+}
+void host_free(void*, void* p) { std::free(p); }
+void* host_stream(void*, spite_device_kind, std::int32_t) { return nullptr; }
+
+// Owner root or us, and not writable by group or others.
+result<void> check_owner_and_mode(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return make_error(errc::io, p.string() + ": cannot stat");
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return make_error(errc::invalid_argument, p.string() + " is owned by uid " + std::to_string(st.st_uid) +
+                                                  ", neither root nor the daemon user");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return make_error(errc::invalid_argument, p.string() + " is writable by group or others");
+  }
+  return ok();
+}
+
+std::string bounded(const char* s, std::size_t max) {
+  if (s == nullptr) return {};
+  return std::string(s, strnlen(s, max));
+}
+
+}  // namespace
+
+kernel_library::~kernel_library() {
+  if (initialized_ && desc_ != nullptr && desc_->shutdown != nullptr) desc_->shutdown();
+  if (handle_ != nullptr) ::dlclose(handle_);
+}
+
+result<std::shared_ptr<kernel_library>> kernel_library::load(const fs::path& file, const fs::path& root,
+                                                            const plugin_options& options) {
+  const std::string name = file.string();
+  // The path below the root names the library: <family>/<model>/<arch>/lib*.so
+  const fs::path rel = fs::relative(file.parent_path(), root);
+  std::vector<std::string> parts;
+  for (const auto& p : rel) parts.push_back(p.string());
+  if (parts.size() != 3 || parts[0] == ".." ) {
+    return make_error(errc::invalid_argument, name + ": not in a <family>/<model>/<arch>/ directory under " + root.string());
+  }
+  if (options.check_permissions) {
+    SPITE_TRY(check_owner_and_mode(file));
+    for (fs::path d = file.parent_path();; d = d.parent_path()) {
+      SPITE_TRY(check_owner_and_mode(d));
+      if (fs::equivalent(d, root) || d == d.parent_path()) break;
+    }
+  }
+
+  std::shared_ptr<kernel_library> lib(new kernel_library());
+  lib->path_ = file;
+  lib->handle_ = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib->handle_ == nullptr) {
+    const char* why = ::dlerror();
+    return make_error(errc::invalid_argument, name + ": cannot load: " + (why ? why : "dlopen failed"));
+  }
+  auto entry = reinterpret_cast<spite_kernel_entry_fn>(::dlsym(lib->handle_, SPITE_KERNEL_ENTRY_SYMBOL));
+  if (entry == nullptr) {
+    return make_error(errc::invalid_argument, name + ": no entry symbol " SPITE_KERNEL_ENTRY_SYMBOL);
+  }
+  const spite_kernel_library* d = entry();
+  if (d == nullptr) return make_error(errc::invalid_argument, name + ": the entry symbol returned no descriptor");
+  if (d->abi_major != SPITE_KERNEL_ABI_MAJOR) {
+    return make_error(errc::unsupported, name + ": kernel ABI " + std::to_string(d->abi_major) + "." +
+                                             std::to_string(d->abi_minor) + ", this host speaks " +
+                                             std::to_string(SPITE_KERNEL_ABI_MAJOR) + ".x");
+  }
+  if (d->struct_size < sizeof(spite_kernel_library)) {
+    return make_error(errc::invalid_argument, name + ": descriptor is " + std::to_string(d->struct_size) +
+                                                  " bytes, v1 needs " + std::to_string(sizeof(spite_kernel_library)));
+  }
+  lib->desc_ = d;
+  lib->id_ = bounded(d->id, 256);
+  const std::string expected_id = parts[0] + "/" + parts[1] + "/" + parts[2];
+  if (lib->id_ != expected_id) {
+    return make_error(errc::invalid_argument, name + ": its id '" + lib->id_ + "' does not match its directory '" +
+                                                  expected_id + "'");
+  }
+  lib->family_ = parts[0];
+  lib->model_ = parts[1];
+  lib->arch_ = parts[2];
+  if (d->shutdown == nullptr) return make_error(errc::invalid_argument, name + ": shutdown() is mandatory");
+  if (d->n_kernels > 1024 || (d->n_kernels > 0 && d->kernels == nullptr)) {
+    return make_error(errc::invalid_argument, name + ": implausible kernel list (" + std::to_string(d->n_kernels) + ")");
+  }
+  for (std::uint32_t i = 0; i < d->n_kernels; ++i) {
+    const spite_kernel& k = d->kernels[i];
+    if (k.struct_size < sizeof(spite_kernel) || k.run == nullptr || k.probe == nullptr || k.n_dtypes > 64 ||
+        (k.n_dtypes > 0 && k.dtypes == nullptr)) {
+      return make_error(errc::invalid_argument, name + ": kernel " + std::to_string(i) + " is incomplete");
+    }
+  }
+
+  static spite_host_api api{};
+  static std::atomic<bool> api_ready{false};
+  if (!api_ready.exchange(true)) {
+    api.struct_size = sizeof(spite_host_api);
+    api.abi_major = SPITE_KERNEL_ABI_MAJOR;
+    api.abi_minor = SPITE_KERNEL_ABI_MINOR;
+    api.log = host_log;
+    api.alloc = host_alloc;
+    api.free = host_free;
+    api.device_stream = host_stream;
+  }
+  api.cpu_threads = options.cpu_threads;
+  if (d->init != nullptr) {
+    char reason[256] = {};
+    const spite_status s = d->init(&api, reason, sizeof reason);
+    if (s != SPITE_OK) {
+      return make_error(errc::unsupported, name + ": init() refused (status " + std::to_string(s) + "): " +
+                                               bounded(reason, sizeof reason));
+    }
+  }
+  lib->initialized_ = true;
+  if (options.self_test && d->device == SPITE_DEVICE_CPU) {
+    for (const spite_kernel& k : lib->kernels()) {
+      if (auto r = self_test_kernel(k); !r) {
+        return make_error(errc::invalid_argument, name + ": self-test of kernel '" + bounded(k.name, 128) +
+                                                      "' failed: " + r.err().message);
+      }
+    }
+  }
+  return lib;
+}
+
+std::shared_ptr<const kernel_set> kernel_set::scan(const std::vector<fs::path>& dirs, const plugin_options& options) {
+  static std::atomic<std::uint64_t> generations{0};
+  auto set = std::make_shared<kernel_set>();
+  set->generation_ = ++generations;
+  for (const fs::path& root : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) continue;
+    for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      if (it.depth() > 3) {
+        it.disable_recursion_pending();
+        continue;
+      }
+      const fs::path& p = it->path();
+      if (!it->is_regular_file(ec) || p.extension() != ".so") continue;
+      auto lib = kernel_library::load(p, root, options);
+      if (!lib) {
+        log::warn("kernel library refused: ", lib.err().message);
+        set->rejected_.push_back({p, lib.err().message});
+        continue;
+      }
+      log::info("kernel library loaded: ", (*lib)->id(), " (", p.string(), ")");
+      set->libraries_.push_back(std::move(*lib));
+    }
+  }
+  return set;
+}
+
+std::vector<fs::path> default_kernel_path(const fs::path& config_dir) {
+  std::vector<fs::path> out;
+  if (const char* env = std::getenv("SPITE_KERNEL_PATH"); env != nullptr && *env != '\0') {
+    std::string s(env);
+    for (std::size_t at = 0; at <= s.size();) {
+      const std::size_t colon = s.find(':', at);
+      const std::string part = s.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+      if (!part.empty()) out.emplace_back(part);
+      if (colon == std::string::npos) break;
+      at = colon + 1;
+    }
+  }
+  if (!config_dir.empty()) out.push_back(config_dir / "kernels");
+  out.emplace_back(SPITE_INSTALL_KERNEL_DIR);
+  return out;
+}
+
+}  // namespace spite::dispatch
