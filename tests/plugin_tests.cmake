@@ -1,0 +1,37 @@
+# Kernel plug-in host tests: fixture libraries in plain C built against the frozen v1 header,
+# one per way a library can be good or broken, loaded by the real loader and dispatcher.
+set(_fixture_src "${CMAKE_CURRENT_LIST_DIR}/plugin_fixtures/fixture_kernel.c")
+set(_fixture_dir "${PROJECT_BINARY_DIR}/tests/plugin_fixtures")
+set(_fixture_names "")
+# name|definition|definition...
+set(_fixtures
+  "good_generic|FIXTURE_ID=\"generic/generic/x86_64\""
+  "good_family|FIXTURE_ID=\"llama/generic/x86_64\""
+  "good_model|FIXTURE_ID=\"llama/llama3/x86_64\""
+  "good_model_v2|FIXTURE_ID=\"llama/llama3/x86_64_v2\""
+  "other_model|FIXTURE_ID=\"qwen/qwen2/x86_64\""
+  "high_score|FIXTURE_ID=\"generic/generic/x86_64\"|FIXTURE_PROBE_SCORE=90|FIXTURE_NAME=\"rms_norm_high\""
+  "no_entry|FIXTURE_NO_ENTRY"
+  "wrong_abi|FIXTURE_ABI_MAJOR=99"
+  "wrong_result|FIXTURE_WRONG_RESULT"
+  "init_fails|FIXTURE_INIT_FAILS"
+  "garbage_probe|FIXTURE_PROBE_SCORE=2147483647"
+  "run_fails|FIXTURE_RUN_FAILS")
+foreach(_f IN LISTS _fixtures)
+  string(REPLACE "|" ";" _parts "${_f}")
+  list(POP_FRONT _parts _name)
+  set(_target spite_fixture_${_name})
+  add_library(${_target} MODULE "${_fixture_src}")
+  target_include_directories(${_target} PRIVATE "${CMAKE_CURRENT_LIST_DIR}/fixtures/abi_v1")
+  target_compile_definitions(${_target} PRIVATE ${_parts})
+  set_target_properties(${_target} PROPERTIES C_STANDARD 11 PREFIX "" OUTPUT_NAME "${_name}"
+                        LIBRARY_OUTPUT_DIRECTORY "${_fixture_dir}")
+  target_link_libraries(${_target} PRIVATE m)
+  list(APPEND _fixture_names ${_target})
+endforeach()
+
+spite_add_catch_test(test_plugins
+  SOURCES unit/dispatch/plugin_test.cpp
+  DEPS spite::dispatch)
+target_compile_definitions(test_plugins PRIVATE SPITE_FIXTURE_DIR="${_fixture_dir}")
+add_dependencies(test_plugins ${_fixture_names})
