@@ -8,6 +8,8 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "spite/dispatch/devices.hpp"
+#include "spite/dispatch/dispatcher.hpp"
 #include "spite/executor/context.hpp"
 #include "spite/gguf/file.hpp"
 #include "spite/scheduler/sampler.hpp"
@@ -58,10 +60,12 @@ int run_run(const std::vector<std::string>& argv) {
       .option("--lora", "F[:S]", "apply a LoRA adapter at scale S (default 1)")
       .option("--threads", "N", "compute threads (default: all)")
       .option("--ctx", "N", "context length (default: the model's, at most 4096)")
+      .option("--kernels", "DIR", "kernel plug-in directories to search first (colon-separated)")
+      .flag("--reference-kernels", "use only the built-in reference kernels")
       .flag("--help", "show this help");
   constexpr const char* synopsis = "--model M (--prompt P | --file F) [-n N] [--temperature T] [--top-k K] [--top-p P] "
                                    "[--min-p P] [--repeat-penalty R] [--seed S] [--chat] [--system S] [--lora F[:S]] "
-                                   "[--threads N] [--ctx N]";
+                                   "[--threads N] [--ctx N] [--kernels DIR] [--reference-kernels]";
   const auto usage = [&](bool help) {
     std::fprintf(help ? stdout : stderr, "usage: spitectl run %s\n%s", synopsis, a.help().c_str());
     return help ? exit_ok : exit_usage;
@@ -118,7 +122,19 @@ int run_run(const std::vector<std::string>& argv) {
     adapter.emplace(std::move(*f));
     if (auto r = loras.add(*adapter, *file, scale); !r) return fail(r.err().message);
   }
-  auto ctx = executor::context::create(**model, {.n_ctx = n_ctx, .n_threads = threads});
+  // Kernels as spited picks them: plug-ins on the search path, the built-in ones elsewhere.
+  std::shared_ptr<const dispatch::op_table> ops;
+  if (!a.has("--reference-kernels")) {
+    std::vector<std::filesystem::path> path;
+    if (const auto dirs = a.get("--kernels")) path = dispatch::parse_path_list(*dirs);
+    for (auto& p : dispatch::default_kernel_path()) path.push_back(std::move(p));
+    const auto set = dispatch::kernel_set::scan(path, {.cpu_threads = threads > 0 ? threads : 1});
+    const auto [family, model_name] = models::kernel_identity_of(*file);
+    auto d = dispatch::dispatcher::create(set, {family, model_name},
+                                          {SPITE_DEVICE_CPU, 0, dispatch::detect_cpu().isa_candidates()});
+    ops = d->ops();
+  }
+  auto ctx = executor::context::create(**model, {.n_ctx = n_ctx, .n_threads = threads, .ops = ops});
   if (!ctx) return fail(ctx.err().message);
   const double load_s = seconds_since(t_load);
   std::fprintf(stderr, "loaded %s (%s) in %.3f s: %.1f MiB mapped, %.1f MiB KV cache for %d tokens\n",

@@ -9,6 +9,10 @@ std::span<const command> all_commands() {
       {"tokenize", "text to token ids with a model's tokenizer", run_tokenize},
       {"detokenize", "token ids to text", run_detokenize},
       {"bench-tokenize", "tokenizer throughput on a text file (MB/s)", run_bench_tokenize},
+      {"devices", "the CPU and GPUs spite can use here, or why a GPU is not usable", run_devices},
+      {"cards", "the GPU card table (names, archs, memory) for planning", run_cards},
+      {"dispatch", "which kernel serves each op of a model here or on a named card", run_dispatch},
+      {"verify", "check a kernel library against the reference ops over a sweep of shapes", run_verify},
   };
   return table;
 }

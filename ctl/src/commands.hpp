@@ -27,5 +27,9 @@ int run_inspect(const std::vector<std::string>& argv);
 int run_tokenize(const std::vector<std::string>& argv);
 int run_detokenize(const std::vector<std::string>& argv);
 int run_bench_tokenize(const std::vector<std::string>& argv);
+int run_devices(const std::vector<std::string>& argv);
+int run_cards(const std::vector<std::string>& argv);
+int run_dispatch(const std::vector<std::string>& argv);
+int run_verify(const std::vector<std::string>& argv);
 
 }  // namespace spite::ctl

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "shared_data.hpp"
+#include "spite/dispatch/devices.hpp"
+#include "spite/dispatch/dispatcher.hpp"
 #include "spite/executor/context.hpp"
 #include "spite/gguf/file.hpp"
 #include "spite/tokenizer/tokenizer.hpp"
@@ -66,80 +68,119 @@ static void check_position(const std::vector<float>& ours, const nlohmann::json&
   fig.kl_sum += kl;
 }
 
+// Checks one golden file; `ops` null: the built-in kernels. Returns false when skipped.
+static bool check_golden_file(const nlohmann::json& golden, const std::set<std::string>& families,
+                              std::shared_ptr<const spite::dispatch::op_table> (*make_ops)(const spite::gguf::file&)) {
+  if (!families.count(golden.at("arch").get<std::string>())) return false;
+  const std::string rel = golden.at("model").get<std::string>();
+  fs::path model_path = spite::test::shared_dir() / "models" / rel;
+  if (!fs::exists(model_path)) model_path = spite::test::shared_dir() / "models/tiny" / rel;
+  INFO("model " << rel << (golden.at("lora").is_null() ? "" : " + LoRA"));
+  auto file = spite::gguf::file::open(model_path.string());
+  REQUIRE(file.ok());
+  std::shared_ptr<const spite::dispatch::op_table> ops;
+  if (make_ops != nullptr) {
+    ops = make_ops(*file);
+    if (!ops) return false;
+  }
+  auto model = spite::models::load_model(*file, {.n_ctx = 512});
+  if (!model.ok()) FAIL(model.err().message);
+  auto tok = spite::tokenizer::tokenizer::from_metadata(file->meta());
+  REQUIRE(tok.ok());
+  spite::models::lora_set loras;
+  std::optional<spite::gguf::file> adapter;
+  if (!golden.at("lora").is_null()) {
+    auto a = spite::gguf::file::open((spite::test::shared_dir() / "models" / golden.at("lora").at("file").get<std::string>()).string());
+    REQUIRE(a.ok());
+    adapter.emplace(std::move(*a));
+    REQUIRE(loras.add(*adapter, *file, golden.at("lora").at("scale").get<float>()).ok());
+  }
+  const bool exact = float_weights(*file);
+  const std::int64_t n_vocab = (*model)->hp().n_vocab;
+  figures fig;
+  for (const auto& run : golden.at("runs")) {
+    auto ctx = spite::executor::context::create(**model, {.n_ctx = 512, .n_threads = 2, .ops = ops});
+    REQUIRE(ctx.ok());
+    const auto tokens = run.at("tokens").get<std::vector<std::int32_t>>();
+    CHECK(*(*tok)->tokenize(run.at("prompt").get<std::string>(), {.add_special = true, .parse_special = true}) == tokens);
+    batch b;
+    for (std::size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<std::int32_t>(i), 0, true);
+    auto logits = (*ctx)->decode(b, loras.empty() ? nullptr : &loras);
+    if (!logits.ok()) FAIL(logits.err().message);
+    const auto& positions = run.at("positions");
+    REQUIRE(positions.size() == tokens.size());
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      std::vector<float> row(logits->begin() + static_cast<std::ptrdiff_t>(i * n_vocab),
+                             logits->begin() + static_cast<std::ptrdiff_t>((i + 1) * n_vocab));
+      check_position(row, positions[i], exact, fig);
+    }
+    // Greedy continuation, compared while the reference's top-1 margin is clear.
+    const auto greedy = run.at("greedy").get<std::vector<std::int32_t>>();
+    std::vector<float> last(logits->end() - n_vocab, logits->end());
+    for (std::size_t step = 0; step < greedy.size(); ++step) {
+      const auto& ref = step == 0 ? positions.back() : run.at("greedy_steps")[step - 1];
+      const double margin = ref.at("top")[0][1].get<double>() - ref.at("top")[1][1].get<double>();
+      if (margin <= 1e-3) break;
+      const auto ours = static_cast<std::int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+      INFO("greedy step " << step << " of prompt [" << run.at("prompt").get<std::string>().substr(0, 40) << "]");
+      CHECK(ours == greedy[step]);
+      if (ours != greedy[step]) break;
+      fig.greedy_checked++;
+      batch next;
+      next.add(greedy[step], static_cast<std::int32_t>(tokens.size() + step), 0, true);
+      auto l = (*ctx)->decode(next, loras.empty() ? nullptr : &loras);
+      REQUIRE(l.ok());
+      last.assign(l->begin(), l->end());
+    }
+  }
+  const double top1 = static_cast<double>(fig.top1_agree) / static_cast<double>(fig.positions);
+  const double kl = fig.kl_sum / static_cast<double>(fig.positions);
+  std::printf("%-62s %s max_rel_err %.2e  top1 %.4f  mean_kl %.2e  greedy %zu\n", rel.c_str(),
+              exact ? "float" : "quant", fig.max_rel_err, top1, kl, fig.greedy_checked);
+  if (exact) {
+    CHECK(fig.max_rel_err <= 1e-3);
+  } else {
+    CHECK(top1 >= 0.99);
+    CHECK(kl <= 0.01);
+  }
+  return true;
+}
+
 TEST_CASE("llama-family models reproduce the reference logits and greedy tokens", "[golden][logits]") {
   const std::set<std::string> families = {"llama", "qwen2", "qwen2moe", "phi3"};
-  const fs::path dir = spite::test::shared_path("golden/logits");
   std::size_t files = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const auto golden = spite::test::load_json(entry.path());
-    if (!families.count(golden.at("arch").get<std::string>())) continue;
-    const std::string rel = golden.at("model").get<std::string>();
-    fs::path model_path = spite::test::shared_dir() / "models" / rel;
-    if (!fs::exists(model_path)) model_path = spite::test::shared_dir() / "models/tiny" / rel;
-    INFO("model " << rel << (golden.at("lora").is_null() ? "" : " + LoRA"));
-    auto file = spite::gguf::file::open(model_path.string());
-    REQUIRE(file.ok());
-    auto model = spite::models::load_model(*file, {.n_ctx = 512});
-    if (!model.ok()) FAIL(model.err().message);
-    auto tok = spite::tokenizer::tokenizer::from_metadata(file->meta());
-    REQUIRE(tok.ok());
-    spite::models::lora_set loras;
-    std::optional<spite::gguf::file> adapter;
-    if (!golden.at("lora").is_null()) {
-      auto a = spite::gguf::file::open((spite::test::shared_dir() / "models" / golden.at("lora").at("file").get<std::string>()).string());
-      REQUIRE(a.ok());
-      adapter.emplace(std::move(*a));
-      REQUIRE(loras.add(*adapter, *file, golden.at("lora").at("scale").get<float>()).ok());
-    }
-    const bool exact = float_weights(*file);
-    const std::int64_t n_vocab = (*model)->hp().n_vocab;
-    figures fig;
-    for (const auto& run : golden.at("runs")) {
-      auto ctx = spite::executor::context::create(**model, {.n_ctx = 512, .n_threads = 2});
-      REQUIRE(ctx.ok());
-      const auto tokens = run.at("tokens").get<std::vector<std::int32_t>>();
-      CHECK(*(*tok)->tokenize(run.at("prompt").get<std::string>(), {.add_special = true, .parse_special = true}) == tokens);
-      batch b;
-      for (std::size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<std::int32_t>(i), 0, true);
-      auto logits = (*ctx)->decode(b, loras.empty() ? nullptr : &loras);
-      if (!logits.ok()) FAIL(logits.err().message);
-      const auto& positions = run.at("positions");
-      REQUIRE(positions.size() == tokens.size());
-      for (std::size_t i = 0; i < tokens.size(); ++i) {
-        std::vector<float> row(logits->begin() + static_cast<std::ptrdiff_t>(i * n_vocab),
-                               logits->begin() + static_cast<std::ptrdiff_t>((i + 1) * n_vocab));
-        check_position(row, positions[i], exact, fig);
-      }
-      // Greedy continuation, compared while the reference's top-1 margin is clear.
-      const auto greedy = run.at("greedy").get<std::vector<std::int32_t>>();
-      std::vector<float> last(logits->end() - n_vocab, logits->end());
-      for (std::size_t step = 0; step < greedy.size(); ++step) {
-        const auto& ref = step == 0 ? positions.back() : run.at("greedy_steps")[step - 1];
-        const double margin = ref.at("top")[0][1].get<double>() - ref.at("top")[1][1].get<double>();
-        if (margin <= 1e-3) break;
-        const auto ours = static_cast<std::int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
-        INFO("greedy step " << step << " of prompt [" << run.at("prompt").get<std::string>().substr(0, 40) << "]");
-        CHECK(ours == greedy[step]);
-        if (ours != greedy[step]) break;
-        fig.greedy_checked++;
-        batch next;
-        next.add(greedy[step], static_cast<std::int32_t>(tokens.size() + step), 0, true);
-        auto l = (*ctx)->decode(next, loras.empty() ? nullptr : &loras);
-        REQUIRE(l.ok());
-        last.assign(l->begin(), l->end());
-      }
-    }
-    const double top1 = static_cast<double>(fig.top1_agree) / static_cast<double>(fig.positions);
-    const double kl = fig.kl_sum / static_cast<double>(fig.positions);
-    std::printf("%-62s %s max_rel_err %.2e  top1 %.4f  mean_kl %.2e  greedy %zu\n", rel.c_str(),
-                exact ? "float" : "quant", fig.max_rel_err, top1, kl, fig.greedy_checked);
-    if (exact) {
-      CHECK(fig.max_rel_err <= 1e-3);
-    } else {
-      CHECK(top1 >= 0.99);
-      CHECK(kl <= 0.01);
-    }
-    ++files;
+  for (const auto& entry : fs::directory_iterator(spite::test::shared_path("golden/logits"))) {
+    if (check_golden_file(spite::test::load_json(entry.path()), families, nullptr)) ++files;
   }
   CHECK(files >= 45);
+}
+
+// The plug-ins this build made for llama/llama3 (AVX-512 rms_norm, swiglu, f32/f16 matmul) in
+// place of the built-in kernels: the float models must still meet the reference's tolerance.
+static std::shared_ptr<const spite::dispatch::op_table> plugin_ops(const spite::gguf::file& file) {
+  if (!float_weights(file)) return nullptr;
+  const auto [family, model] = spite::models::kernel_identity_of(file);
+  if (family != "llama" || model != "llama3") return nullptr;
+  const auto set = spite::dispatch::kernel_set::scan({SPITE_BUILD_KERNEL_DIR});
+  auto d = spite::dispatch::dispatcher::create(set, {family, model},
+                                               {SPITE_DEVICE_CPU, 0, spite::dispatch::detect_cpu().isa_candidates()});
+  spite_op_signature s = spite::dispatch::make_signature(SPITE_OP_RMS_NORM, d->target());
+  s.rows = 1;
+  s.in = s.out = 64;
+  if (d->resolve(s).library == nullptr) return nullptr;
+  return d->ops();
+}
+
+TEST_CASE("with the llama3 kernel plug-ins in place the float llama3 models still reproduce the reference",
+          "[golden][logits][plugins]") {
+  if (spite::dispatch::detect_cpu().x86_level < 4) {
+    WARN("this CPU cannot run the x86_64_v4 plug-in; nothing to check here");
+    return;
+  }
+  const std::set<std::string> families = {"llama"};
+  std::size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(spite::test::shared_path("golden/logits"))) {
+    if (check_golden_file(spite::test::load_json(entry.path()), families, plugin_ops)) ++files;
+  }
+  CHECK(files >= 1);
 }

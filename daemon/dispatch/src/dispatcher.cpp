@@ -219,7 +219,7 @@ std::shared_ptr<const op_table> dispatcher::ops(const op_table& fallback) {
     sig.rows = rows;
     sig.in = sig.out = n;
     const dispatch_choice& c = self->resolve(sig);
-    if (c.kernel != nullptr) {
+    if (c.kernel != nullptr && c.library->runnable()) {
       spite_rms_norm_args a{sizeof a, x, w, y, n, rows, eps};
       const spite_status s = c.kernel->run(&a, workspace(*c.kernel, sig), nullptr);
       if (s == SPITE_OK) return;
@@ -233,7 +233,7 @@ std::shared_ptr<const op_table> dispatcher::ops(const op_table& fallback) {
     sig.rows = rows;
     sig.in = sig.out = n;
     const dispatch_choice& c = self->resolve(sig);
-    if (c.kernel != nullptr) {
+    if (c.kernel != nullptr && c.library->runnable()) {
       spite_swiglu_args a{sizeof a, g, u, h, n, rows};
       const spite_status s = c.kernel->run(&a, workspace(*c.kernel, sig), nullptr);
       if (s == SPITE_OK) return;
@@ -249,7 +249,7 @@ std::shared_ptr<const op_table> dispatcher::ops(const op_table& fallback) {
     sig.in = w.in;
     sig.out = w.out;
     const dispatch_choice& c = self->resolve(sig);
-    if (c.kernel != nullptr) {
+    if (c.kernel != nullptr && c.library->runnable()) {
       // A CPU kernel runs on one thread; the host splits the output rows over its pool, each
       // part computed into a private [part, n_tokens] buffer and scattered into y.
       std::atomic<spite_status> status{SPITE_OK};

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -93,7 +94,7 @@ result<std::shared_ptr<kernel_library>> kernel_library::load(const fs::path& fil
   const spite_kernel_library* d = entry();
   if (d == nullptr) return make_error(errc::invalid_argument, name + ": the entry symbol returned no descriptor");
   if (d->abi_major != SPITE_KERNEL_ABI_MAJOR) {
-    return make_error(errc::unsupported, name + ": kernel ABI " + std::to_string(d->abi_major) + "." +
+    return make_error(errc::invalid_argument, name + ": kernel ABI " + std::to_string(d->abi_major) + "." +
                                              std::to_string(d->abi_minor) + ", this host speaks " +
                                              std::to_string(SPITE_KERNEL_ABI_MAJOR) + ".x");
   }
@@ -135,6 +136,9 @@ result<std::shared_ptr<kernel_library>> kernel_library::load(const fs::path& fil
     api.device_stream = host_stream;
   }
   api.cpu_threads = options.cpu_threads;
+  if (options.plan_only && d->device == options.plan_device && d->device != SPITE_DEVICE_CPU) {
+    return lib;  // probed for a plan, never initialised or run
+  }
   if (d->init != nullptr) {
     char reason[256] = {};
     const spite_status s = d->init(&api, reason, sizeof reason);
@@ -173,7 +177,12 @@ std::shared_ptr<const kernel_set> kernel_set::scan(const std::vector<fs::path>& 
       if (!it->is_regular_file(ec) || p.extension() != ".so") continue;
       auto lib = kernel_library::load(p, root, options);
       if (!lib) {
-        log::warn("kernel library refused: ", lib.err().message);
+        // A library for a device that is not here is normal; anything else is worth a warning.
+        if (lib.err().code == errc::unsupported) {
+          log::info("kernel library not usable here: ", lib.err().message);
+        } else {
+          log::warn("kernel library refused: ", lib.err().message);
+        }
         set->rejected_.push_back({p, lib.err().message});
         continue;
       }
@@ -184,20 +193,27 @@ std::shared_ptr<const kernel_set> kernel_set::scan(const std::vector<fs::path>& 
   return set;
 }
 
+std::vector<fs::path> parse_path_list(std::string_view list) {
+  std::vector<fs::path> out;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t colon = list.find(':', at);
+    const std::string_view part = list.substr(at, colon == std::string_view::npos ? std::string_view::npos : colon - at);
+    if (!part.empty()) out.emplace_back(part);
+    if (colon == std::string_view::npos) break;
+    at = colon + 1;
+  }
+  return out;
+}
+
 std::vector<fs::path> default_kernel_path(const fs::path& config_dir) {
   std::vector<fs::path> out;
-  if (const char* env = std::getenv("SPITE_KERNEL_PATH"); env != nullptr && *env != '\0') {
-    std::string s(env);
-    for (std::size_t at = 0; at <= s.size();) {
-      const std::size_t colon = s.find(':', at);
-      const std::string part = s.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
-      if (!part.empty()) out.emplace_back(part);
-      if (colon == std::string::npos) break;
-      at = colon + 1;
-    }
-  }
+  if (const char* env = std::getenv("SPITE_KERNEL_PATH"); env != nullptr) out = parse_path_list(env);
   if (!config_dir.empty()) out.push_back(config_dir / "kernels");
-  out.emplace_back(SPITE_INSTALL_KERNEL_DIR);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && exe.parent_path().filename() == "bin") out.push_back(exe.parent_path().parent_path() / "kernels");
+  const fs::path installed(SPITE_INSTALL_KERNEL_DIR);
+  if (std::find(out.begin(), out.end(), installed) == out.end()) out.push_back(installed);
   return out;
 }
 

@@ -73,7 +73,7 @@ const spite_kernel k_kernels[] = {
      spite_llama3_v4::rms_norm},
     {sizeof(spite_kernel), SPITE_OP_SWIGLU, "swiglu_avx512", nullptr, 0, probe_elementwise, nullptr,
      spite_llama3_v4::swiglu},
-    {sizeof(spite_kernel), SPITE_OP_MATMUL, "matmul_f16_avx512", k_matmul_types, 2, probe_matmul, nullptr,
+    {sizeof(spite_kernel), SPITE_OP_MATMUL, "matmul_avx512", k_matmul_types, 2, probe_matmul, nullptr,
      spite_llama3_v4::matmul},
 };
 

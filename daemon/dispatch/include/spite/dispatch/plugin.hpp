@@ -18,6 +18,10 @@ struct plugin_options {
   bool check_permissions = true;  // refuse files and directories writable by group or others
   bool self_test = true;          // run every kernel against the reference ops on small shapes
   int cpu_threads = 1;            // offered to the library through the host API
+  // Planning for a device that is not here (`spitectl dispatch --card`): libraries of other
+  // device kinds are checked and probed but neither initialised nor run.
+  bool plan_only = false;
+  int plan_device = SPITE_DEVICE_CPU;
 };
 
 // A loaded, validated and initialized library. Unloading calls shutdown() and dlclose().
@@ -39,6 +43,8 @@ class kernel_library {
   const std::string& arch() const noexcept { return arch_; }
   const std::filesystem::path& path() const noexcept { return path_; }
   std::span<const spite_kernel> kernels() const noexcept { return {desc_->kernels, desc_->n_kernels}; }
+  // False for a library loaded only to plan (its kernels must not run).
+  bool runnable() const noexcept { return initialized_; }
 
  private:
   kernel_library() = default;
@@ -71,8 +77,12 @@ class kernel_set {
 };
 
 // The default search path: SPITE_KERNEL_PATH (colon-separated), then `kernels/` next to the
-// configuration file when one is given, then the installation's kernels directory.
+// configuration file when one is given, then `../kernels` beside the running program's bin/
+// (a build tree or a relocated install), then the installation's kernels directory.
 std::vector<std::filesystem::path> default_kernel_path(const std::filesystem::path& config_dir = {});
+
+// "a:b::c" -> {a, b, c}
+std::vector<std::filesystem::path> parse_path_list(std::string_view list);
 
 // Checks one kernel against the reference ops on small shapes; the reason when it fails.
 result<void> self_test_kernel(const spite_kernel& kernel);
