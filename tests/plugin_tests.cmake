@@ -35,3 +35,16 @@ spite_add_catch_test(test_plugins
   DEPS spite::dispatch)
 target_compile_definitions(test_plugins PRIVATE SPITE_FIXTURE_DIR="${_fixture_dir}")
 add_dependencies(test_plugins ${_fixture_names})
+
+spite_add_catch_test(test_spitectl_kernels
+  SOURCES e2e/dispatch_test.cpp
+  DEPS spite::dispatch)
+target_compile_definitions(test_spitectl_kernels PRIVATE
+  SPITECTL_PATH="$<TARGET_FILE:spitectl>"
+  SPITE_FIXTURE_DIR="${_fixture_dir}"
+  SPITE_BUILD_KERNEL_DIR="${PROJECT_BINARY_DIR}/kernels"
+  SPITE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+add_dependencies(test_spitectl_kernels spitectl ${_fixture_names})
+if(TARGET spite_kernel_llama_llama3_x86_64_v4)
+  add_dependencies(test_spitectl_kernels spite_kernel_llama_llama3_x86_64_v4)
+endif()

@@ -74,8 +74,11 @@ std::vector<planned_op> model_ops(const gguf::file& file, const models::hparams&
   return ops;
 }
 
-std::string where(const dp::dispatch_choice& c, const dp::dispatch_target& t) {
-  if (c.library == nullptr) return "built-in generic/generic/" + (t.archs.empty() ? std::string("cpu") : t.archs[0]);
+// Built-in kernels run on the CPU whatever the target: on a GPU target they are the fallback.
+std::string where(const dp::dispatch_choice& c, const dp::dispatch_target& t, const std::string& cpu_isa) {
+  if (c.library == nullptr) {
+    return std::string(t.device == SPITE_DEVICE_CPU ? "built-in " : "CPU fallback, built-in ") + "generic/generic/" + cpu_isa;
+  }
   return c.library->path().parent_path().string() + " (" + c.kernel_name + ")";
 }
 
@@ -142,7 +145,7 @@ int run_dispatch(const std::vector<std::string>& argv) {
       return exit_failure;
     }
     target.device = static_cast<spite_device_kind>(card->kind);
-    target.archs = {card->arch};
+    target.archs = dp::gpu_arch_candidates(card->arch);
     card_line = lower(card->name) + " (" + gib(card->memory_bytes) + ")";
     arch_label = "gpu arch";
     arch_value = card->arch;
@@ -179,7 +182,7 @@ int run_dispatch(const std::vector<std::string>& argv) {
     j["kernels"] = nlohmann::json::array();
     for (const auto& op : ops) {
       const dp::dispatch_choice& c = d->resolve(op.signature);
-      nlohmann::json e{{"op", op.label}, {"source", c.source}, {"kernel", c.kernel_name}, {"where", where(c, target)}};
+      nlohmann::json e{{"op", op.label}, {"source", c.source}, {"kernel", c.kernel_name}, {"where", where(c, target, cpu.isa())}};
       if (a.has("--explain")) {
         e["candidates"] = nlohmann::json::array();
         for (const auto& cand : c.candidates) {
@@ -199,7 +202,7 @@ int run_dispatch(const std::vector<std::string>& argv) {
   std::printf("kernels      :\n");
   for (const auto& op : ops) {
     const dp::dispatch_choice& c = d->resolve(op.signature);
-    std::printf("  %-18s → %s\n", op.label.c_str(), where(c, target).c_str());
+    std::printf("  %-18s → %s\n", op.label.c_str(), where(c, target, cpu.isa()).c_str());
     if (!a.has("--explain")) continue;
     for (const auto& cand : c.candidates) {
       if (cand.score > 0) {

@@ -27,13 +27,13 @@ int run_verify(const std::vector<std::string>& argv) {
     return ok ? exit_ok : exit_usage;
   }
   const fs::path file = fs::absolute(a.positional()[0]);
-  // The library is checked as spited would check it, except that its directory need not be a
-  // kernel tree and the self-test is this command's own sweep.
+  // The library is checked as spited would check it, except that it may sit anywhere (a build
+  // tree) and the self-test is this command's own sweep.
   dp::plugin_options options;
   options.self_test = false;
   options.check_permissions = false;
-  const fs::path root = file.parent_path().parent_path().parent_path().parent_path();
-  auto lib = dp::kernel_library::load(file, root, options);
+  options.check_location = false;
+  auto lib = dp::kernel_library::load(file, file.parent_path(), options);
   if (!lib) {
     std::fprintf(stderr, "spitectl verify: %s\n", lib.err().message.c_str());
     return exit_failure;

@@ -24,7 +24,10 @@ process_result run_process(const std::vector<std::string>& argv) {
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  // A bare name ("python3") is looked up in PATH.
+  const int rc = argv[0].find('/') == std::string::npos
+                     ? ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ)
+                     : ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);

@@ -41,6 +41,23 @@ std::string op_name(spite_op op) {
   }
 }
 
+std::vector<std::string> gpu_arch_candidates(std::string_view arch) {
+  std::vector<std::string> out{std::string(arch)};
+  if (arch.size() < 5 || arch.substr(0, 3) != "sm_") return out;
+  int cc = 0;
+  std::size_t i = 3;
+  for (; i < arch.size() && arch[i] >= '0' && arch[i] <= '9'; ++i) cc = cc * 10 + (arch[i] - '0');
+  if (i != arch.size()) return out;  // sm_90a, sm_100f: nothing else is implied
+  // Compute capabilities with their own SASS, newest first.
+  static constexpr int k_known[] = {121, 120, 110, 103, 101, 100, 90, 89, 87, 86, 80, 75, 72, 70};
+  for (int known : k_known) {
+    // Binary compatibility holds within a major version and forward from older majors via PTX;
+    // a plug-in is built with PTX of its newest arch, so older-arch code runs on newer cards.
+    if (known < cc) out.push_back("sm_" + std::to_string(known));
+  }
+  return out;
+}
+
 spite_op_signature make_signature(spite_op op, const dispatch_target& target) {
   spite_op_signature s{};
   s.struct_size = sizeof s;

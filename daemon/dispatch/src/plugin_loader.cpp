@@ -69,7 +69,7 @@ result<std::shared_ptr<kernel_library>> kernel_library::load(const fs::path& fil
   const fs::path rel = fs::relative(file.parent_path(), root);
   std::vector<std::string> parts;
   for (const auto& p : rel) parts.push_back(p.string());
-  if (parts.size() != 3 || parts[0] == ".." ) {
+  if (options.check_location && (parts.size() != 3 || parts[0] == "..")) {
     return make_error(errc::invalid_argument, name + ": not in a <family>/<model>/<arch>/ directory under " + root.string());
   }
   if (options.check_permissions) {
@@ -104,10 +104,22 @@ result<std::shared_ptr<kernel_library>> kernel_library::load(const fs::path& fil
   }
   lib->desc_ = d;
   lib->id_ = bounded(d->id, 256);
-  const std::string expected_id = parts[0] + "/" + parts[1] + "/" + parts[2];
-  if (lib->id_ != expected_id) {
-    return make_error(errc::invalid_argument, name + ": its id '" + lib->id_ + "' does not match its directory '" +
-                                                  expected_id + "'");
+  if (options.check_location) {
+    const std::string expected_id = parts[0] + "/" + parts[1] + "/" + parts[2];
+    if (lib->id_ != expected_id) {
+      return make_error(errc::invalid_argument, name + ": its id '" + lib->id_ + "' does not match its directory '" +
+                                                    expected_id + "'");
+    }
+  } else {
+    parts.clear();
+    for (std::size_t at = 0; at <= lib->id_.size();) {
+      const std::size_t slash = std::min(lib->id_.find('/', at), lib->id_.size());
+      parts.push_back(lib->id_.substr(at, slash - at));
+      at = slash + 1;
+    }
+    if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || parts[2].empty()) {
+      return make_error(errc::invalid_argument, name + ": its id '" + lib->id_ + "' is not family/model/arch");
+    }
   }
   lib->family_ = parts[0];
   lib->model_ = parts[1];
@@ -163,9 +175,13 @@ std::shared_ptr<const kernel_set> kernel_set::scan(const std::vector<fs::path>& 
   static std::atomic<std::uint64_t> generations{0};
   auto set = std::make_shared<kernel_set>();
   set->generation_ = ++generations;
+  std::vector<fs::path> seen;  // a directory named twice on the path is scanned once
   for (const fs::path& root : dirs) {
     std::error_code ec;
     if (!fs::is_directory(root, ec)) continue;
+    const fs::path canonical = fs::canonical(root, ec);
+    if (ec || std::find(seen.begin(), seen.end(), canonical) != seen.end()) continue;
+    seen.push_back(canonical);
     for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
          it != fs::recursive_directory_iterator(); it.increment(ec)) {
       if (ec) break;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "spite/dispatch/ops.hpp"
@@ -75,6 +76,11 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<dispatch_choice>> cache_;
 };
+
+// The arch directories whose code runs on a GPU of `arch`, best first: a CUDA sm_89 card runs
+// sm_89, sm_87, sm_86, sm_80, sm_75 code (arch-specific sm_90a runs only on sm_90); other
+// vendors' archs run only their own code.
+std::vector<std::string> gpu_arch_candidates(std::string_view arch);
 
 // A signature with the fields every op shares filled in.
 spite_op_signature make_signature(spite_op op, const dispatch_target& target);

@@ -17,6 +17,7 @@ namespace spite::dispatch {
 struct plugin_options {
   bool check_permissions = true;  // refuse files and directories writable by group or others
   bool self_test = true;          // run every kernel against the reference ops on small shapes
+  bool check_location = true;     // the file must sit in <root>/<family>/<model>/<arch>/ = its id
   int cpu_threads = 1;            // offered to the library through the host API
   // Planning for a device that is not here (`spitectl dispatch --card`): libraries of other
   // device kinds are checked and probed but neither initialised nor run.
