@@ -30,9 +30,9 @@ foreach(_f IN LISTS _fixtures)
   list(APPEND _fixture_names ${_target})
 endforeach()
 
-spite_add_catch_test(test_plugins
-  SOURCES unit/dispatch/plugin_test.cpp
-  DEPS spite::dispatch)
+spite_add_catch_test(test_plugins HAS_SLOW
+  SOURCES unit/dispatch/plugin_test.cpp unit/dispatch/kernel_watcher_test.cpp
+  DEPS spite::dispatch spite::executor)
 target_compile_definitions(test_plugins PRIVATE SPITE_FIXTURE_DIR="${_fixture_dir}")
 add_dependencies(test_plugins ${_fixture_names})
 

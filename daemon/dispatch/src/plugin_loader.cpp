@@ -2,11 +2,14 @@
 // file permissions, init(), and a self-test of every kernel. Any failure refuses the library
 // with a reason; nothing a library returns is trusted before it is checked.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -60,7 +63,58 @@ std::string bounded(const char* s, std::size_t max) {
 kernel_library::~kernel_library() {
   if (initialized_ && desc_ != nullptr && desc_->shutdown != nullptr) desc_->shutdown();
   if (handle_ != nullptr) ::dlclose(handle_);
+  if (image_fd_ >= 0) ::close(image_fd_);
 }
+
+std::string file_identity(const fs::path& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return {};
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+namespace {
+
+// A private, sealed copy of the library in memory. dlopen() of a path returns the library
+// already loaded under that name, so a replaced file would never be seen while the old
+// generation lives; and a file rewritten in place under a mapping crashes the process. Loading
+// from a copy avoids both, and what was checked is exactly what runs.
+result<int> private_image(const fs::path& file, std::string& identity) {
+  const int in = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0) return make_error(errc::io, file.string() + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(in);
+    return make_error(errc::invalid_argument, file.string() + ": not a regular file");
+  }
+  constexpr off_t k_max_library = off_t{1} << 31;  // 2 GiB: far above any kernel library
+  if (st.st_size <= 0 || st.st_size > k_max_library) {
+    ::close(in);
+    return make_error(errc::invalid_argument, file.string() + ": implausible size " + std::to_string(st.st_size));
+  }
+  identity = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+             std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  const int out = ::memfd_create(("spite-kernel:" + file.filename().string()).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (out < 0) {
+    ::close(in);
+    return make_error(errc::io, std::string("memfd_create: ") + std::strerror(errno));
+  }
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    const ssize_t n = ::read(in, buf.data(), buf.size());
+    if (n == 0) break;
+    if (n < 0 || ::write(out, buf.data(), static_cast<std::size_t>(n)) != n) {
+      ::close(in);
+      ::close(out);
+      return make_error(errc::io, file.string() + ": cannot copy the library");
+    }
+  }
+  ::close(in);
+  ::fcntl(out, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  return out;
+}
+
+}  // namespace
 
 result<std::shared_ptr<kernel_library>> kernel_library::load(const fs::path& file, const fs::path& root,
                                                             const plugin_options& options) {
@@ -82,7 +136,11 @@ result<std::shared_ptr<kernel_library>> kernel_library::load(const fs::path& fil
 
   std::shared_ptr<kernel_library> lib(new kernel_library());
   lib->path_ = file;
-  lib->handle_ = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  auto image = private_image(file, lib->identity_);
+  if (!image) return std::move(image).err();
+  lib->image_fd_ = *image;
+  const std::string image_path = "/proc/self/fd/" + std::to_string(lib->image_fd_);
+  lib->handle_ = ::dlopen(image_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib->handle_ == nullptr) {
     const char* why = ::dlerror();
     return make_error(errc::invalid_argument, name + ": cannot load: " + (why ? why : "dlopen failed"));
@@ -171,7 +229,8 @@ result<std::shared_ptr<kernel_library>> kernel_library::load(const fs::path& fil
   return lib;
 }
 
-std::shared_ptr<const kernel_set> kernel_set::scan(const std::vector<fs::path>& dirs, const plugin_options& options) {
+std::shared_ptr<const kernel_set> kernel_set::scan(const std::vector<fs::path>& dirs, const plugin_options& options,
+                                                   const kernel_set* previous) {
   static std::atomic<std::uint64_t> generations{0};
   auto set = std::make_shared<kernel_set>();
   set->generation_ = ++generations;
@@ -191,6 +250,18 @@ std::shared_ptr<const kernel_set> kernel_set::scan(const std::vector<fs::path>& 
       }
       const fs::path& p = it->path();
       if (!it->is_regular_file(ec) || p.extension() != ".so") continue;
+      if (previous != nullptr) {
+        const std::string identity = file_identity(p);
+        bool reused = false;
+        for (const auto& old : previous->libraries_) {
+          if (old->path() == p && old->file_identity() == identity) {
+            set->libraries_.push_back(old);
+            reused = true;
+            break;
+          }
+        }
+        if (reused) continue;
+      }
       auto lib = kernel_library::load(p, root, options);
       if (!lib) {
         // A library for a device that is not here is normal; anything else is worth a warning.

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -89,6 +90,14 @@ TEST_CASE("broken libraries are refused with the reason") {
              Catch::Contains("self-test of kernel 'rms_norm_fixture' failed") && Catch::Contains("error above tolerance"));
   CHECK_THAT(load_error(tree.add("init_fails", "generic/generic/x86_64"), tree.root),
              Catch::Contains("init() refused (status 3): fixture refuses to initialise"));
+  {
+    const fs::path junk = tree.root / "generic/generic/x86_64/junk.so";
+    std::FILE* f = std::fopen(junk.c_str(), "w");
+    std::fputs("not an ELF file", f);
+    std::fclose(f);
+    ::chmod(junk.c_str(), 0755);
+    CHECK_THAT(load_error(junk, tree.root), Catch::Contains("junk.so: cannot load:"));
+  }
   CHECK_THAT(load_error(tree.add("good_generic", "generic/x86_64"), tree.root),
              Catch::Contains("not in a <family>/<model>/<arch>/ directory"));
 }

@@ -43,6 +43,9 @@ class kernel_library {
   const std::string& model() const noexcept { return model_; }
   const std::string& arch() const noexcept { return arch_; }
   const std::filesystem::path& path() const noexcept { return path_; }
+  // The file as it was when loaded (device, inode, size, mtime): a rescan reuses this library
+  // while the file is unchanged and loads a new one when it was replaced.
+  const std::string& file_identity() const noexcept { return identity_; }
   std::span<const spite_kernel> kernels() const noexcept { return {desc_->kernels, desc_->n_kernels}; }
   // False for a library loaded only to plan (its kernels must not run).
   bool runnable() const noexcept { return initialized_; }
@@ -50,6 +53,8 @@ class kernel_library {
  private:
   kernel_library() = default;
   void* handle_ = nullptr;
+  int image_fd_ = -1;  // the private copy dlopen mapped (see load())
+  std::string identity_;
   const spite_kernel_library* desc_ = nullptr;
   bool initialized_ = false;
   std::string id_, family_, model_, arch_;
@@ -61,12 +66,18 @@ struct library_rejection {
   std::string reason;
 };
 
+// The identity of a file now ("" when it cannot be read): device, inode, size, mtime.
+std::string file_identity(const std::filesystem::path& file);
+
 // One generation of plug-ins: everything found under the search directories at one moment.
 // Immutable; a reload builds a new generation, and the old one lives on while steps use it.
 class kernel_set {
  public:
+  // `previous`: the generation before; its libraries whose files did not change are reused
+  // (not loaded, initialised or self-tested again).
   static std::shared_ptr<const kernel_set> scan(const std::vector<std::filesystem::path>& dirs,
-                                                const plugin_options& options = {});
+                                                const plugin_options& options = {},
+                                                const kernel_set* previous = nullptr);
   std::span<const std::shared_ptr<kernel_library>> libraries() const noexcept { return libraries_; }
   std::span<const library_rejection> rejected() const noexcept { return rejected_; }
   std::uint64_t generation() const noexcept { return generation_; }
