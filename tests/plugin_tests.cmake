@@ -48,3 +48,13 @@ add_dependencies(test_spitectl_kernels spitectl ${_fixture_names})
 if(TARGET spite_kernel_llama_llama3_x86_64_v4)
   add_dependencies(test_spitectl_kernels spite_kernel_llama_llama3_x86_64_v4)
 endif()
+
+# spited as a real process (control socket, sd_notify, hot reload, socket activation).
+spite_add_catch_test(test_spited
+  SOURCES e2e/daemon_test.cpp
+  DEPS nlohmann_json::nlohmann_json)
+target_compile_definitions(test_spited PRIVATE
+  SPITED_PATH="$<TARGET_FILE:spited>"
+  SPITECTL_PATH="$<TARGET_FILE:spitectl>"
+  SPITE_FIXTURE_DIR="${_fixture_dir}")
+add_dependencies(test_spited spited spitectl ${_fixture_names})

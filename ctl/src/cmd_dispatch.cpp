@@ -13,6 +13,7 @@
 #include "spite/dispatch/dispatcher.hpp"
 #include "spite/gguf/file.hpp"
 #include "spite/gguf/types.hpp"
+#include "spite/models/kernel_plan.hpp"
 #include "spite/models/model.hpp"
 
 namespace spite::ctl {
@@ -20,59 +21,6 @@ namespace {
 
 namespace dp = spite::dispatch;
 namespace fs = std::filesystem;
-
-struct planned_op {
-  std::string label;  // "rms_norm", "matmul q4_k", ...
-  spite_op_signature signature;
-};
-
-std::string type_name(std::int32_t t) {
-  const auto* tr = gguf::find_type(static_cast<std::uint32_t>(t));
-  return tr != nullptr ? std::string(tr->name) : std::to_string(t);
-}
-
-// The operations one decode step of the model asks for.
-std::vector<planned_op> model_ops(const gguf::file& file, const models::hparams& hp, const dp::dispatch_target& t) {
-  std::vector<planned_op> ops;
-  auto add = [&](std::string label, spite_op op, auto&& fill) {
-    spite_op_signature s = dp::make_signature(op, t);
-    s.rows = 1;
-    fill(s);
-    ops.push_back({std::move(label), s});
-  };
-  const std::int64_t n_head = hp.n_head.empty() ? 0 : hp.n_head[0];
-  const std::int64_t n_head_kv = hp.n_head_kv.empty() ? 0 : hp.n_head_kv[0];
-  const std::int64_t n_ff = hp.n_ff.empty() ? hp.n_ff_exp : hp.n_ff[0];
-  add("rms_norm", SPITE_OP_RMS_NORM, [&](spite_op_signature& s) { s.in = s.out = hp.n_embd; });
-  add("rope", SPITE_OP_ROPE, [&](spite_op_signature& s) {
-    s.n_head = n_head;
-    s.head_dim = hp.head_dim_k;
-  });
-  for (spite_op op : {SPITE_OP_ATTENTION_PREFILL, SPITE_OP_ATTENTION_DECODE}) {
-    add(dp::op_name(op), op, [&](spite_op_signature& s) {
-      if (op == SPITE_OP_ATTENTION_PREFILL) s.rows = 512;
-      s.n_head = n_head;
-      s.n_head_kv = n_head_kv;
-      s.head_dim = hp.head_dim_k;
-      s.head_dim_v = hp.head_dim_v;
-    });
-  }
-  add("swiglu", SPITE_OP_SWIGLU, [&](spite_op_signature& s) { s.in = s.out = n_ff; });
-  // One matmul line per weight type, with the shape of its first tensor.
-  std::set<std::int32_t> seen;
-  for (const gguf::tensor_info& ti : file.tensors()) {
-    if (ti.n_dims < 2 || ti.name.find("weight") == std::string_view::npos) continue;
-    if (ti.name.find("token_embd") != std::string_view::npos) continue;  // a row lookup, not a matmul
-    const auto type = static_cast<std::int32_t>(ti.type);
-    if (!seen.insert(type).second) continue;
-    add("matmul " + type_name(type), SPITE_OP_MATMUL, [&](spite_op_signature& s) {
-      s.weight_dtype = type;
-      s.in = ti.ne[0];
-      s.out = ti.ne[1];
-    });
-  }
-  return ops;
-}
 
 // Built-in kernels run on the CPU whatever the target: on a GPU target they are the fallback.
 std::string where(const dp::dispatch_choice& c, const dp::dispatch_target& t, const std::string& cpu_isa) {
@@ -101,6 +49,7 @@ int run_dispatch(const std::vector<std::string>& argv) {
       .option("-m", "M", "same as --model")
       .option("--card", "NAME", "plan for this card instead of this machine (spitectl cards lists them)")
       .option("--kernels", "DIR", "kernel directory to search first (colon-separated list)")
+      .option("--socket", "PATH", "ask the spited on this control socket (-m then names a loaded model)")
       .flag("--explain", "list every candidate with its score or the reason it was refused")
       .flag("--json", "machine-readable output")
       .flag("--help", "show this help");
@@ -114,6 +63,11 @@ int run_dispatch(const std::vector<std::string>& argv) {
   if (!model_path) {
     std::fprintf(stderr, "spitectl dispatch: -m MODEL is required\n");
     return exit_usage;
+  }
+  // A model name rather than a file: ask the daemon, which shows its live kernel generation.
+  std::error_code ec;
+  if (a.get("--socket") || (!std::filesystem::exists(*model_path, ec) && !a.get("--card"))) {
+    return daemon_dispatch(*model_path, a.get("--socket"), a.has("--explain"), a.has("--json"));
   }
   auto file = gguf::file::open(*model_path);
   if (!file) {
@@ -164,7 +118,7 @@ int run_dispatch(const std::vector<std::string>& argv) {
   options.plan_device = target.device;
   const auto set = dp::kernel_set::scan(path, options);
   auto d = dp::dispatcher::create(set, {family, model_name}, target);
-  const auto ops = model_ops(*file, (*model)->hp(), target);
+  const auto ops = models::plan_ops(*file, (*model)->hp(), target);
 
   if (a.has("--json")) {
     nlohmann::json j;

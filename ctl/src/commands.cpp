@@ -13,6 +13,9 @@ std::span<const command> all_commands() {
       {"cards", "the GPU card table (names, archs, memory) for planning", run_cards},
       {"dispatch", "which kernel serves each op of a model here or on a named card", run_dispatch},
       {"verify", "check a kernel library against the reference ops over a sweep of shapes", run_verify},
+      {"status", "what the running spited serves: models, kernels, state", run_status},
+      {"models", "the models spited has loaded", run_models},
+      {"reload", "make spited rescan its kernel directories now", run_reload},
   };
   return table;
 }

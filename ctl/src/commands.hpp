@@ -2,6 +2,7 @@
 // command means adding a file and one line to the table in commands.cpp.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@ namespace spite::ctl {
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_failure = 1;  // the command ran and failed (bad file, refused request)
 inline constexpr int exit_usage = 2;    // bad command line
+inline constexpr int exit_unreachable = 3;  // no spited answers on the control socket
 
 struct command {
   std::string_view name;
@@ -31,5 +33,11 @@ int run_devices(const std::vector<std::string>& argv);
 int run_cards(const std::vector<std::string>& argv);
 int run_dispatch(const std::vector<std::string>& argv);
 int run_verify(const std::vector<std::string>& argv);
+int run_status(const std::vector<std::string>& argv);
+int run_models(const std::vector<std::string>& argv);
+int run_reload(const std::vector<std::string>& argv);
+
+// `spitectl dispatch -m NAME` for a model loaded in spited.
+int daemon_dispatch(const std::string& model, const std::optional<std::string>& socket, bool explain, bool as_json);
 
 }  // namespace spite::ctl

@@ -98,9 +98,10 @@ TEST_CASE("spitectl dispatch refuses an unknown card with close names, and a bad
                                   "--card", "M1_MAX"});
   CHECK(apple.exit_code == 1);
   CHECK_THAT(apple.err, Catch::Contains("not supported by spited"));
-  const auto missing = run_process({SPITECTL_PATH, "dispatch", "-m", "/nonexistent.gguf"});
-  CHECK(missing.exit_code == 1);
-  CHECK_THAT(missing.err, Catch::Contains("/nonexistent.gguf"));
+  // Not a file: a model name for spited, and none answers on this socket.
+  const auto missing = run_process({SPITECTL_PATH, "dispatch", "-m", "/nonexistent.gguf", "--socket", "/nonexistent.sock"});
+  CHECK(missing.exit_code == 3);
+  CHECK_THAT(missing.err, Catch::Contains("cannot reach spited at /nonexistent.sock"));
   CHECK(run_process({SPITECTL_PATH, "dispatch"}).exit_code == 2);
 }
 

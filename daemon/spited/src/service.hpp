@@ -1,0 +1,68 @@
+// The daemon's state: loaded models, the current kernel generation and the dispatchers built
+// from it, and the command handlers of the control socket.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "spite/control/server.hpp"
+#include "spite/dispatch/devices.hpp"
+#include "spite/dispatch/dispatcher.hpp"
+#include "spite/dispatch/kernel_watcher.hpp"
+#include "spite/gguf/file.hpp"
+#include "spite/models/model.hpp"
+
+namespace spite::daemon {
+
+struct loaded_model {
+  std::string name;
+  std::string path;
+  gguf::file file;
+  std::unique_ptr<models::model> model;
+  dispatch::kernel_identity identity;
+  std::shared_ptr<dispatch::dispatcher> kernels;  // of the current generation
+};
+
+struct service_options {
+  std::vector<std::pair<std::string, std::string>> models;  // name, path
+  std::vector<std::filesystem::path> kernel_dirs;
+  int threads = 0;
+};
+
+class service {
+ public:
+  result<void> start(const service_options& options);
+  void handle(const nlohmann::json& request, control::responder& out);
+
+  // Called by SIGHUP and the `reload` command: rescans the kernel directories now.
+  void reload_kernels();
+  void request_shutdown() { shutdown_requested_ = true; }
+  bool shutdown_requested() const { return shutdown_requested_; }
+  std::string state() const { return state_; }
+  void set_state(std::string s) { state_ = std::move(s); }
+
+ private:
+  void use_generation(std::shared_ptr<const dispatch::kernel_set> set, const dispatch::kernel_change* change);
+  loaded_model* find(const std::string& name);
+  nlohmann::json status_json();
+  nlohmann::json dispatch_json(loaded_model& m, bool explain);
+
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<loaded_model>> models_;
+  std::shared_ptr<const dispatch::kernel_set> kernels_;
+  std::vector<nlohmann::json> kernel_events_;  // the last changes, newest last
+  std::unique_ptr<dispatch::kernel_watcher> watcher_;
+  dispatch::dispatch_target cpu_target_;
+  std::string cpu_isa_;
+  std::vector<std::filesystem::path> kernel_dirs_;
+  std::atomic<bool> shutdown_requested_{false};
+  std::string state_ = "starting";
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace spite::daemon

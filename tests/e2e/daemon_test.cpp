@@ -1,0 +1,322 @@
+// spited as a real process: sd_notify on a socket the test owns, the control socket with good
+// and bad clients, kernel hot reload seen through spitectl, SIGHUP and SIGTERM, and socket
+// activation through systemd-socket-activate.
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "process.hpp"
+#include "shared_data.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using spite::test::background_process;
+using spite::test::run_process;
+using spite::test::shared_path;
+
+namespace {
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string tmpl = (fs::temp_directory_path() / "spited-test-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+    ::chmod(path.c_str(), 0755);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// The NOTIFY_SOCKET a service manager would own: collects what spited tells systemd.
+struct notify_socket {
+  fs::path path;
+  int fd = -1;
+  std::string received;
+  explicit notify_socket(const fs::path& p) : path(p) {
+    fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, p.c_str(), sizeof addr.sun_path - 1);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  }
+  ~notify_socket() { ::close(fd); }
+  // Reads datagrams until `text` has been received (or `timeout`).
+  bool wait_for(const std::string& text, std::chrono::milliseconds timeout = 20s) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (received.find(text) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n > 0) received.append(buf, static_cast<std::size_t>(n)).append("\n");
+    }
+    return true;
+  }
+};
+
+// A raw control connection, for what spitectl never sends.
+struct raw_client {
+  int fd = -1;
+  std::string buffer;
+  explicit raw_client(const fs::path& socket) {
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  }
+  ~raw_client() { ::close(fd); }
+  void send(const std::string& data) {
+    std::string_view rest = data;
+    while (!rest.empty()) {
+      const ssize_t n = ::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL);
+      REQUIRE(n > 0);
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+  nlohmann::json line() {
+    for (;;) {
+      const auto nl = buffer.find('\n');
+      if (nl != std::string::npos) {
+        auto j = nlohmann::json::parse(buffer.substr(0, nl));
+        buffer.erase(0, nl + 1);
+        return j;
+      }
+      pollfd p{fd, POLLIN, 0};
+      REQUIRE(::poll(&p, 1, 10000) == 1);
+      char buf[4096];
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      REQUIRE(n > 0);
+      buffer.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+};
+
+bool wait_for_file(const fs::path& p, std::chrono::milliseconds timeout = 20s) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!fs::exists(p)) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+nlohmann::json dispatch_via(const fs::path& socket, const std::string& model) {
+  const auto r = run_process({SPITECTL_PATH, "dispatch", "-m", model, "--socket", socket.string(), "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+std::string rms_source(const nlohmann::json& d) {
+  for (const auto& e : d.at("kernels")) {
+    if (e.at("op") == "rms_norm") return e.at("source").get<std::string>() + "/" + e.at("kernel").get<std::string>();
+  }
+  return {};
+}
+
+// Installs fixture `name` at <kernels>/<where>/<as>.so the way an installer does.
+void install(const fs::path& kernels, const std::string& name, const std::string& where, const std::string& as) {
+  const fs::path dir = kernels / where;
+  fs::create_directories(dir);
+  for (fs::path d = dir; d != kernels; d = d.parent_path()) ::chmod(d.c_str(), 0755);
+  const fs::path tmp = dir / ("." + as + ".tmp");
+  fs::copy_file(fs::path(SPITE_FIXTURE_DIR) / (name + ".so"), tmp, fs::copy_options::overwrite_existing);
+  ::chmod(tmp.c_str(), 0755);
+  fs::rename(tmp, dir / (as + ".so"));
+}
+
+// Polls spited until rms_norm is served by `want`; the time it took, or -1 ms.
+std::chrono::milliseconds until_rms_is(const fs::path& socket, const std::string& want) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    if (rms_source(dispatch_via(socket, "stories")) == want) return elapsed;
+    if (elapsed > 5s) return -1ms;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("spited tells systemd it is ready, reloads on SIGHUP and stops on SIGTERM") {
+  temp_dir dir;
+  const fs::path socket = dir.path / "ctl.sock";
+  notify_socket notify(dir.path / "notify");
+  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+                        socket.string(), "--kernels", (dir.path / "kernels").string()},
+                       (dir.path / "log").string(), {"NOTIFY_SOCKET=" + notify.path.string(), "WATCHDOG_USEC=400000",
+                                                     "WATCHDOG_PID=" + std::to_string(::getpid())});
+  // WATCHDOG_PID names another process, so spited must not ping (sd_watchdog_enabled checks it).
+  REQUIRE(notify.wait_for("READY=1"));
+  CHECK_THAT(notify.received, Catch::Contains("STATUS=loading models"));
+  CHECK_THAT(notify.received, Catch::Contains("STATUS=serving"));
+  CHECK(notify.received.find("WATCHDOG=1") == std::string::npos);
+  struct stat st {};
+  REQUIRE(::stat(socket.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0660);
+
+  const auto status = run_process({SPITECTL_PATH, "status", "--socket", socket.string()});
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.out, Catch::Contains("running"));
+  CHECK_THAT(status.out, Catch::Contains("stories"));
+
+  d.signal(SIGHUP);
+  REQUIRE(notify.wait_for("RELOADING=1"));
+  CHECK_THAT(notify.received, Catch::Contains("MONOTONIC_USEC="));
+  d.signal(SIGTERM);
+  REQUIRE(notify.wait_for("STOPPING=1"));
+  CHECK(d.wait(20000) == 0);
+  CHECK_FALSE(fs::exists(socket));
+}
+
+TEST_CASE("spited pings the watchdog at half its interval") {
+  temp_dir dir;
+  notify_socket notify(dir.path / "notify");
+  background_process d({SPITED_PATH, "--socket", (dir.path / "ctl.sock").string()}, (dir.path / "log").string(),
+                       {"NOTIFY_SOCKET=" + notify.path.string(), "WATCHDOG_USEC=200000"});
+  REQUIRE(notify.wait_for("READY=1"));
+  CHECK(notify.wait_for("WATCHDOG=1", 5s));
+}
+
+TEST_CASE("bad control lines get errors while other clients keep working") {
+  temp_dir dir;
+  const fs::path socket = dir.path / "ctl.sock";
+  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+                        socket.string()},
+                       (dir.path / "log").string());
+  REQUIRE(wait_for_file(socket));
+  raw_client bad(socket), good(socket);
+  bad.send("this is not json\n");
+  CHECK(bad.line().at("error").at("code") == "bad_request");
+  bad.send("{\"cmd\":\"status\"}\n");
+  CHECK_THAT(bad.line().at("error").at("message").get<std::string>(), Catch::Contains("\"id\""));
+  bad.send("{\"id\":5}\n");
+  auto j = bad.line();
+  CHECK(j.at("id") == 5);
+  CHECK_THAT(j.at("error").at("message").get<std::string>(), Catch::Contains("\"cmd\""));
+  bad.send("{\"id\":6,\"cmd\":\"make-coffee\"}\n");
+  CHECK(bad.line().at("error").at("code") == "unknown_command");
+  bad.send(std::string(2 << 20, 'x'));  // over the 1 MiB line limit, no newline yet
+  CHECK(bad.line().at("error").at("code") == "too_large");
+  bad.send("\n{\"id\":7,\"cmd\":\"dispatch\",\"model\":\"nope\"}\n");
+  j = bad.line();
+  CHECK(j.at("error").at("code") == "not_found");
+  CHECK_THAT(j.at("error").at("message").get<std::string>(), Catch::Contains("loaded: stories"));
+
+  good.send("{\"id\":\"a\",\"cmd\":\"status\"}\n");
+  j = good.line();
+  CHECK(j.at("id") == "a");
+  CHECK(j.at("event") == "result");
+  CHECK(j.at("result").at("models")[0].at("name") == "stories");
+  // The bad connection is still usable.
+  bad.send("{\"id\":8,\"cmd\":\"models\"}\n");
+  CHECK(bad.line().at("event") == "result");
+}
+
+TEST_CASE("kernel libraries added, replaced, broken and removed take effect in a running spited") {
+  temp_dir dir;
+  const fs::path socket = dir.path / "ctl.sock", kernels = dir.path / "kernels";
+  fs::create_directories(kernels);
+  ::chmod(kernels.c_str(), 0755);
+  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+                        socket.string(), "--kernels", kernels.string()},
+                       (dir.path / "log").string());
+  REQUIRE(wait_for_file(socket));
+  CHECK(rms_source(dispatch_via(socket, "stories")) == "builtin/reference");
+
+  install(kernels, "good_generic", "generic/generic/x86_64", "rms");
+  const auto added = until_rms_is(socket, "generic/generic/x86_64/rms_norm_fixture");
+  CHECK(added >= 0ms);
+  std::printf("hot reload: added library visible through spitectl after %lld ms\n", static_cast<long long>(added.count()));
+
+  install(kernels, "high_score", "generic/generic/x86_64", "rms");
+  CHECK(until_rms_is(socket, "generic/generic/x86_64/rms_norm_high") >= 0ms);
+
+  install(kernels, "no_entry", "llama/llama2/x86_64", "broken");
+  install(kernels, "garbage_probe", "llama/llama2/x86_64", "garbage");
+  std::this_thread::sleep_for(500ms);
+  const auto status = run_process({SPITECTL_PATH, "status", "--socket", socket.string(), "--json"});
+  REQUIRE(status.exit_code == 0);
+  const auto s = nlohmann::json::parse(status.out);
+  bool refused = false;
+  for (const auto& r : s.at("kernels").at("refused")) {
+    refused = refused || r.at("reason").get<std::string>().find("no entry symbol") != std::string::npos;
+  }
+  CHECK(refused);
+  // The garbage probe loaded (its self-test passes) but never wins; spited keeps serving.
+  CHECK(rms_source(dispatch_via(socket, "stories")) == "generic/generic/x86_64/rms_norm_high");
+
+  fs::remove(kernels / "generic/generic/x86_64/rms.so");
+  CHECK(until_rms_is(socket, "builtin/reference") >= 0ms);
+  const auto reload = run_process({SPITECTL_PATH, "reload", "--socket", socket.string()});
+  CHECK(reload.exit_code == 0);
+  CHECK(d.running());
+}
+
+TEST_CASE("spited serves a control socket passed by systemd socket activation") {
+  temp_dir dir;
+  const fs::path socket = dir.path / "activated.sock";
+  background_process activator({"systemd-socket-activate", "-l", socket.string(), "--fdname=control", SPITED_PATH},
+                               (dir.path / "log").string());
+  REQUIRE(wait_for_file(socket));
+  const auto status = run_process({SPITECTL_PATH, "status", "--socket", socket.string(), "--json"});
+  INFO(status.err);
+  REQUIRE(status.exit_code == 0);
+  CHECK(nlohmann::json::parse(status.out).at("state") == "running");
+}
+
+TEST_CASE("spitectl says when no spited answers") {
+  const auto r = run_process({SPITECTL_PATH, "status", "--socket", "/nonexistent/spited.sock"});
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.err, Catch::Contains("cannot reach spited at /nonexistent/spited.sock"));
+}
+
+TEST_CASE("spited starts from spite.toml and refuses a bad one with file, line and exit code 78") {
+  temp_dir dir;
+  const fs::path socket = dir.path / "ctl.sock";
+  {
+    std::ofstream f(dir.path / "spite.toml");
+    // Relative paths in the file are relative to the file, so the model's is made absolute.
+    f << "[control]\nsocket = \"" << socket.string() << "\"\nmode = \"0600\"\n\n[[model]]\nname = \"tiny\"\npath = \""
+      << fs::absolute(shared_path("models/stories260K.gguf")).string() << "\"\n";
+  }
+  {
+    background_process d({SPITED_PATH, "--config", (dir.path / "spite.toml").string()}, (dir.path / "log").string());
+    const bool up = wait_for_file(socket);
+    if (!up) {
+      std::ifstream log(dir.path / "log");
+      FAIL("spited did not start: " << std::string(std::istreambuf_iterator<char>(log), {}));
+    }
+    struct stat st {};
+    REQUIRE(::stat(socket.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    const auto models = run_process({SPITECTL_PATH, "models", "--socket", socket.string()});
+    CHECK(models.exit_code == 0);
+    CHECK_THAT(models.out, Catch::StartsWith("tiny "));
+  }
+  {
+    std::ofstream f(dir.path / "bad.toml");
+    f << "[server]\nport = 70000\n";
+  }
+  const auto bad = run_process({SPITED_PATH, "--config", (dir.path / "bad.toml").string()});
+  CHECK(bad.exit_code == 78);
+  CHECK_THAT(bad.err, Catch::Contains((dir.path / "bad.toml").string() + ":2: [server] port: 70000 is out of range"));
+  const auto missing_model = run_process({SPITED_PATH, "--model", "/nonexistent.gguf", "--socket", socket.string()});
+  CHECK(missing_model.exit_code == 78);
+  CHECK_THAT(missing_model.err, Catch::Contains("/nonexistent.gguf"));
+}
