@@ -8,6 +8,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "spite/control/client.hpp"
 #include "spite/dispatch/devices.hpp"
 #include "spite/dispatch/dispatcher.hpp"
 #include "spite/executor/context.hpp"
@@ -62,10 +63,12 @@ int run_run(const std::vector<std::string>& argv) {
       .option("--ctx", "N", "context length (default: the model's, at most 4096)")
       .option("--kernels", "DIR", "kernel plug-in directories to search first (colon-separated)")
       .flag("--reference-kernels", "use only the built-in reference kernels")
+      .option("--socket", "PATH", "run in the spited on this control socket (default: its usual socket, if it answers)")
+      .flag("--local", "run in this process even when spited is reachable")
       .flag("--help", "show this help");
   constexpr const char* synopsis = "--model M (--prompt P | --file F) [-n N] [--temperature T] [--top-k K] [--top-p P] "
                                    "[--min-p P] [--repeat-penalty R] [--seed S] [--chat] [--system S] [--lora F[:S]] "
-                                   "[--threads N] [--ctx N] [--kernels DIR] [--reference-kernels]";
+                                   "[--threads N] [--ctx N] [--kernels DIR] [--reference-kernels] [--socket PATH | --local]";
   const auto usage = [&](bool help) {
     std::fprintf(help ? stdout : stderr, "usage: spitectl run %s\n%s", synopsis, a.help().c_str());
     return help ? exit_ok : exit_usage;
@@ -99,6 +102,40 @@ int run_run(const std::vector<std::string>& argv) {
     std::ostringstream ss;
     ss << in.rdbuf();
     prompt = ss.str();
+  }
+
+  // Through spited when one answers: the model stays loaded and requests are batched there.
+  // In-process options that the daemon does not take (a chat template, LoRA, kernel paths)
+  // keep the run here.
+  const bool daemon_capable = !a.has("--chat") && !a.get("--lora") && !a.get("--kernels") &&
+                              !a.has("--reference-kernels") && !a.get("--ctx") && !a.get("--threads");
+  if (!a.has("--local") && (daemon_capable || a.get("--socket"))) {
+    const std::filesystem::path socket = a.get("--socket") ? std::filesystem::path(*a.get("--socket"))
+                                                           : control::default_socket_path();
+    auto c = control::client::connect(socket);
+    if (c) {
+      nlohmann::json req{{"cmd", "run"}, {"model", *a.get("--model")}, {"prompt", prompt}, {"n_predict", n_predict},
+                         {"temperature", sp.temperature}, {"top_k", sp.top_k}, {"top_p", sp.top_p},
+                         {"min_p", sp.min_p}, {"repeat_penalty", sp.repeat_penalty}, {"seed", sp.seed}};
+      const auto t0 = clock_type::now();
+      auto r = (*c)->call(req, [](const nlohmann::json& e) {
+        if (e.value("event", "") == "token") std::cout << e.value("text", "") << std::flush;
+      });
+      if (r) {
+        std::cout << std::endl;
+        std::fprintf(stderr, "spited %s: prompt %d tokens, generated %d tokens in %.3f s (%s)\n", socket.c_str(),
+                     r->value("prompt_tokens", 0), r->value("generated", 0), seconds_since(t0),
+                     r->value("stop_reason", "").c_str());
+        return exit_ok;
+      }
+      if (r.err().code != errc::not_found || a.get("--socket")) return fail(r.err().message);
+      std::fprintf(stderr, "spitectl run: spited has no model %s; running in-process\n", a.get("--model")->c_str());
+    } else if (a.get("--socket")) {
+      std::fprintf(stderr, "spitectl run: %s\n", c.err().message.c_str());
+      return exit_unreachable;
+    } else {
+      std::fprintf(stderr, "spitectl run: no spited at %s; running in-process\n", socket.c_str());
+    }
   }
 
   const auto t_load = clock_type::now();

@@ -17,6 +17,7 @@
 
 #include "process.hpp"
 #include "shared_data.hpp"
+#include <atomic>
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -319,4 +320,139 @@ TEST_CASE("spited starts from spite.toml and refuses a bad one with file, line a
   const auto missing_model = run_process({SPITED_PATH, "--model", "/nonexistent.gguf", "--socket", socket.string()});
   CHECK(missing_model.exit_code == 78);
   CHECK_THAT(missing_model.err, Catch::Contains("/nonexistent.gguf"));
+}
+
+namespace {
+
+std::string golden_answer(const nlohmann::json& run) {
+  return run.at("greedy_text").get<std::string>() + "\n";
+}
+
+// spitectl prints a SentencePiece continuation with the space the reference's detokenizer drops.
+std::string normalised(std::string out, const std::string& expected) {
+  if (out.size() == expected.size() + 1 && out[0] == ' ') out.erase(0, 1);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("spitectl run through spited prints what the in-process run prints") {
+  temp_dir dir;
+  const fs::path socket = dir.path / "ctl.sock";
+  const std::string model = shared_path("models/stories260K.gguf").string();
+  background_process d({SPITED_PATH, "--model", "stories=" + model, "--socket", socket.string()}, (dir.path / "log").string());
+  REQUIRE(wait_for_file(socket));
+  const auto via_daemon = run_process({SPITECTL_PATH, "run", "--model", "stories", "--socket", socket.string(), "--prompt",
+                                       "Once upon a time", "-n", "48", "--temperature", "0"});
+  const auto local = run_process({SPITECTL_PATH, "run", "--model", model, "--local", "--prompt", "Once upon a time", "-n",
+                                  "48", "--temperature", "0"});
+  INFO(via_daemon.err);
+  REQUIRE(via_daemon.exit_code == 0);
+  REQUIRE(local.exit_code == 0);
+  CHECK(via_daemon.out == local.out);
+  CHECK_THAT(via_daemon.err, Catch::Contains("generated 48 tokens"));
+  // The model can be named by its path too; an unknown one is refused with the daemon's reason.
+  CHECK(run_process({SPITECTL_PATH, "run", "--model", model, "--socket", socket.string(), "--prompt", "Once upon a time",
+                     "-n", "48", "--temperature", "0"})
+            .out == local.out);
+  const auto unknown = run_process({SPITECTL_PATH, "run", "--model", "nope", "--socket", socket.string(), "--prompt", "x"});
+  CHECK(unknown.exit_code == 1);
+  CHECK_THAT(unknown.err, Catch::Contains("no model 'nope' is loaded"));
+}
+
+TEST_CASE("8 clients stream at once while kernel plug-ins come and go; every answer is the reference's", "[slow]") {
+  temp_dir dir;
+  const fs::path socket = dir.path / "ctl.sock", kernels = dir.path / "kernels";
+  fs::create_directories(kernels);
+  ::chmod(kernels.c_str(), 0755);
+  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+                        socket.string(), "--kernels", kernels.string()},
+                       (dir.path / "log").string());
+  REQUIRE(wait_for_file(socket));
+  const auto golden = spite::test::load_json(shared_path("golden/logits/stories260K.gguf.json"));
+  const auto& runs = golden.at("runs");
+
+  std::atomic<bool> done{false};
+  std::atomic<int> changes{0};
+  std::thread churn([&] {
+    const char* fixtures[] = {"good_generic", "high_score", "good_family"};
+    for (int i = 0; !done; ++i) {
+      const std::string name = fixtures[i % 3];
+      install(kernels, name, name == "good_family" ? "llama/generic/x86_64" : "generic/generic/x86_64",
+              name == "good_family" ? "family" : "rms");
+      changes++;
+      std::this_thread::sleep_for(40ms);
+      if (i % 4 == 3) {
+        std::error_code ec;
+        fs::remove(kernels / "generic/generic/x86_64/rms.so", ec);
+        fs::remove(kernels / "llama/generic/x86_64/family.so", ec);
+      }
+    }
+  });
+  struct stop_churn {
+    std::atomic<bool>& done;
+    std::thread& t;
+    ~stop_churn() {
+      done = true;
+      if (t.joinable()) t.join();
+    }
+  } stopper{done, churn};
+
+  auto generation = [&] {
+    const auto s = nlohmann::json::parse(run_process({SPITECTL_PATH, "status", "--socket", socket.string(), "--json"}).out);
+    return s.at("kernels").at("generation").get<int>();
+  };
+  const int first = generation();
+  for (int i = 0; i < 250 && generation() == first; ++i) std::this_thread::sleep_for(20ms);
+  REQUIRE(generation() > first);  // reloads are happening
+
+  // 8 clients, each asking 3 prompts in turn, while the churn goes on.
+  constexpr std::size_t k_clients = 8, k_rounds = 3;
+  std::vector<spite::test::process_result> results(k_clients * k_rounds);
+  std::vector<std::thread> clients;
+  for (std::size_t c = 0; c < k_clients; ++c) {
+    clients.emplace_back([&, c] {
+      for (std::size_t k = 0; k < k_rounds; ++k) {
+        const std::size_t i = c * k_rounds + k;
+        const auto& r = runs.at(i % runs.size());
+        results[i] = run_process({SPITECTL_PATH, "run", "--model", "stories", "--socket", socket.string(), "--prompt",
+                                  r.at("prompt").get<std::string>(), "-n", "16", "--temperature", "0"});
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const std::string expected = golden_answer(runs.at(i % runs.size()));
+    INFO("request " << i << ": " << results[i].err);
+    CHECK(results[i].exit_code == 0);
+    CHECK(normalised(results[i].out, expected) == expected);
+  }
+  CHECK(changes >= 2);
+  const auto status = nlohmann::json::parse(
+      run_process({SPITECTL_PATH, "status", "--socket", socket.string(), "--json"}).out);
+  const auto& engine = status.at("models")[0].at("engine");
+  CHECK(engine.at("max_sequences_in_step").get<int>() > 1);  // the loop really batched
+}
+
+TEST_CASE("a client that disconnects cancels its request at the next step") {
+  temp_dir dir;
+  const fs::path socket = dir.path / "ctl.sock";
+  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+                        socket.string()},
+                       (dir.path / "log").string());
+  REQUIRE(wait_for_file(socket));
+  {
+    raw_client c(socket);
+    c.send("{\"id\":1,\"cmd\":\"run\",\"model\":\"stories\",\"prompt\":\"Once upon a time\",\"n_predict\":400,\"temperature\":0}\n");
+    CHECK(c.line().at("event") == "token");
+  }  // gone mid-generation
+  int active = -1;
+  for (int i = 0; i < 100 && active != 0; ++i) {
+    std::this_thread::sleep_for(20ms);
+    const auto s = nlohmann::json::parse(run_process({SPITECTL_PATH, "status", "--socket", socket.string(), "--json"}).out);
+    active = s.at("models")[0].at("engine").at("active").get<int>();
+  }
+  CHECK(active == 0);
+  // The daemon still serves.
+  CHECK(run_process({SPITECTL_PATH, "status", "--socket", socket.string()}).exit_code == 0);
 }

@@ -149,15 +149,17 @@ struct kernel_watcher::impl {
         return;
       }
       if (fds[1].revents != 0) return;
-      // Drain, then wait until the directories have been quiet for a while.
+      // Drain, then wait until the directories have been quiet for a while, but never longer
+      // than a few quiet periods: a directory that keeps changing still gets rescanned.
       bool changed = false;
+      const auto deadline = std::chrono::steady_clock::now() + 4 * quiet;
       for (;;) {
         const ssize_t n = ::read(inotify_fd, buf.data(), buf.size());
         if (n > 0) changed = true;
         pollfd again[2] = {{inotify_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
         const int r = ::poll(again, 2, static_cast<int>(quiet.count()));
         if (r > 0 && again[1].revents != 0) return;
-        if (r == 0) break;
+        if (r == 0 || std::chrono::steady_clock::now() >= deadline) break;
       }
       if (!changed) continue;
       rewatch();  // new directories get watches; removed ones lose theirs

@@ -1,6 +1,10 @@
 // The control commands spited answers (see spite/control/protocol.hpp for the framing).
 #include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
 #include "spite/control/protocol.hpp"
 #include "service.hpp"
 #include "spite/models/kernel_plan.hpp"
@@ -17,8 +21,11 @@ json service::status_json() {
   std::lock_guard lock(mutex_);
   json models = json::array();
   for (const auto& m : models_) {
+    const auto st = m->engine->stats();
     models.push_back({{"name", m->name}, {"path", m->path}, {"arch", m->model->arch()},
-                      {"kernels", m->identity.family + "/" + m->identity.model}});
+                      {"kernels", m->identity.family + "/" + m->identity.model},
+                      {"engine", {{"active", st.active}, {"queued", st.queued}, {"steps", st.steps},
+                                  {"max_sequences_in_step", st.max_sequences_in_step}}}});
   }
   json libs = json::array(), refused = json::array();
   for (const auto& l : kernels_->libraries()) libs.push_back({{"id", l->id()}, {"path", l->path().string()}});
@@ -59,6 +66,70 @@ json service::dispatch_json(loaded_model& m, bool explain) {
   return out;
 }
 
+// {"cmd": "run", "model": NAME, "prompt": TEXT, "n_predict": N, sampling fields...}: streams
+// {"event": "token", "text": ...} and ends with the whole text and the engine's step counters.
+void service::run(const json& request, control::responder& out) {
+  const std::string name = request.value("model", "");
+  loaded_model* m = find(name);
+  if (m == nullptr) {
+    // A path names the model loaded from it.
+    for (auto& x : models_) {
+      std::error_code ec;
+      if (!name.empty() && std::filesystem::equivalent(x->path, name, ec)) m = x.get();
+    }
+  }
+  if (m == nullptr) return out.error(codes::not_found, "no model '" + name + "' is loaded");
+  if (!request.contains("prompt") || !request["prompt"].is_string()) {
+    return out.error(codes::bad_request, "\"prompt\" (a string) is required");
+  }
+  scheduler::generation_request g;
+  try {
+    g.n_predict = request.value("n_predict", 128);
+    scheduler::sampling_params& sp = g.sampling;
+    sp = options_.sampling;
+    sp.temperature = request.value("temperature", sp.temperature);
+    sp.top_k = request.value("top_k", sp.top_k);
+    sp.top_p = request.value("top_p", sp.top_p);
+    sp.min_p = request.value("min_p", sp.min_p);
+    sp.repeat_penalty = request.value("repeat_penalty", sp.repeat_penalty);
+    sp.seed = request.value("seed", sp.seed);
+  } catch (const json::exception& e) {
+    return out.error(codes::bad_request, std::string("bad field type: ") + e.what());
+  }
+  if (g.n_predict < 1 || g.n_predict > options_.max_tokens) {
+    return out.error(codes::bad_request, "n_predict must be 1.." + std::to_string(options_.max_tokens));
+  }
+  auto tokens = m->tok->tokenize(request["prompt"].get<std::string>(), {.add_special = true, .parse_special = false});
+  if (!tokens) return out.error(codes::bad_request, tokens.err().message);
+  g.prompt.assign(tokens->begin(), tokens->end());
+
+  std::mutex done_mutex;
+  std::condition_variable done_cv;
+  std::optional<scheduler::generation_result> done;
+  g.on_text = [&out](std::string_view text) { out.event({{"event", "token"}, {"text", text}}); };
+  g.on_done = [&](const scheduler::generation_result& r) {
+    std::lock_guard lock(done_mutex);
+    done = r;
+    done_cv.notify_all();
+  };
+  auto cancelled = g.cancelled;
+  if (auto r = m->engine->submit(std::move(g)); !r) {
+    return out.error(r.err().code == errc::busy ? codes::busy : codes::bad_request, r.err().message);
+  }
+  std::unique_lock lock(done_mutex);
+  while (!done_cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return done.has_value(); })) {
+    if (out.cancelled()) *cancelled = true;  // the client went away: stop at the next step
+  }
+  if (done->failure) return out.error(codes::failed, done->failure->message);
+  const auto st = m->engine->stats();
+  out.result({{"text", done->text},
+              {"prompt_tokens", done->prompt_tokens},
+              {"generated", done->generated},
+              {"stop_reason", done->stop_reason},
+              {"engine", {{"steps", st.steps}, {"max_sequences_in_step", st.max_sequences_in_step},
+                          {"mean_sequences_per_step", st.steps ? double(st.sequences_in_steps) / double(st.steps) : 0.0}}}});
+}
+
 void service::handle(const json& request, control::responder& out) {
   const std::string cmd = request["cmd"].get<std::string>();
   if (shutdown_requested_ && cmd != "status") return out.error(codes::shutting_down, "spited is shutting down");
@@ -76,6 +147,7 @@ void service::handle(const json& request, control::responder& out) {
     }
     return out.result(dispatch_json(*m, request.value("explain", false)));
   }
+  if (cmd == "run") return run(request, out);
   if (cmd == "reload") {
     reload_kernels();
     return out.result(status_json()["kernels"]);
@@ -84,7 +156,7 @@ void service::handle(const json& request, control::responder& out) {
     request_shutdown();
     return out.result({{"state", "stopping"}});
   }
-  out.error(codes::unknown_command, "unknown command '" + cmd + "' (known: status, models, dispatch, reload, shutdown)");
+  out.error(codes::unknown_command, "unknown command '" + cmd + "' (known: status, models, run, dispatch, reload, shutdown)");
 }
 
 }  // namespace spite::daemon

@@ -116,6 +116,16 @@ int main(int argc, char** argv) {
     }
   }
   options.threads = flag_threads >= 0 ? flag_threads : static_cast<int>(cfg.inference.threads);
+  options.max_concurrent = static_cast<int>(cfg.server.max_concurrent);
+  options.queue_size = static_cast<int>(cfg.server.queue_size);
+  options.n_ctx = static_cast<std::int32_t>(cfg.inference.n_ctx);
+  options.max_tokens = static_cast<std::int32_t>(cfg.server.max_tokens);
+  options.sampling.temperature = cfg.sampling.temperature;
+  options.sampling.top_k = cfg.sampling.top_k;
+  options.sampling.top_p = cfg.sampling.top_p;
+  options.sampling.min_p = cfg.sampling.min_p;
+  options.sampling.repeat_penalty = cfg.sampling.repeat_penalty;
+  if (cfg.sampling.seed) options.sampling.seed = *cfg.sampling.seed;
   if (socket_path.empty()) socket_path = config_path.empty() ? control::default_socket_path() : cfg.control.socket;
   options.kernel_dirs = extra_kernels;
   for (const auto& d : cfg.kernels.dirs) options.kernel_dirs.push_back(d);

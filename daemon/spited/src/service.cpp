@@ -7,6 +7,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 result<void> service::start(const service_options& options) {
+  options_ = options;
   const dispatch::cpu_features cpu = dispatch::detect_cpu();
   cpu_target_.device = SPITE_DEVICE_CPU;
   cpu_target_.archs = cpu.isa_candidates();
@@ -20,6 +21,14 @@ result<void> service::start(const service_options& options) {
     m->model = std::move(*model);
     auto [family, model_name] = models::kernel_identity_of(m->file);
     m->identity = {family, model_name};
+    auto tok = tokenizer::tokenizer::from_metadata(m->file.meta());
+    if (!tok) return std::move(tok).err().with_context(path);
+    m->tok = std::move(*tok);
+    auto engine = scheduler::engine::create(*m->model, m->tok,
+                                            {.max_concurrent = options.max_concurrent, .queue_size = options.queue_size,
+                                             .n_ctx = options.n_ctx, .threads = options.threads});
+    if (!engine) return std::move(engine).err().with_context(path);
+    m->engine = std::move(*engine);
     log::info("model ", name, " loaded from ", path, " (", m->model->arch(), ", kernels ", family, "/", model_name, ")");
     models_.push_back(std::move(m));
   }
@@ -40,7 +49,10 @@ void service::use_generation(std::shared_ptr<const dispatch::kernel_set> set, co
   std::lock_guard lock(mutex_);
   kernels_ = set;
   // Steps already running keep the dispatcher (and libraries) they started with.
-  for (auto& m : models_) m->kernels = dispatch::dispatcher::create(set, m->identity, cpu_target_);
+  for (auto& m : models_) {
+    m->kernels = dispatch::dispatcher::create(set, m->identity, cpu_target_);
+    m->engine->set_ops(m->kernels->ops());  // taken between two steps
+  }
   if (change != nullptr) {
     json e{{"generation", change->generation}, {"added", change->added}, {"replaced", change->replaced},
            {"removed", change->removed}, {"refused", json::array()}};

@@ -16,6 +16,8 @@
 #include "spite/dispatch/kernel_watcher.hpp"
 #include "spite/gguf/file.hpp"
 #include "spite/models/model.hpp"
+#include "spite/scheduler/engine.hpp"
+#include "spite/tokenizer/tokenizer.hpp"
 
 namespace spite::daemon {
 
@@ -26,12 +28,19 @@ struct loaded_model {
   std::unique_ptr<models::model> model;
   dispatch::kernel_identity identity;
   std::shared_ptr<dispatch::dispatcher> kernels;  // of the current generation
+  std::shared_ptr<const tokenizer::tokenizer> tok;
+  std::unique_ptr<scheduler::engine> engine;
 };
 
 struct service_options {
   std::vector<std::pair<std::string, std::string>> models;  // name, path
   std::vector<std::filesystem::path> kernel_dirs;
   int threads = 0;
+  int max_concurrent = 4;
+  int queue_size = 64;
+  std::int32_t n_ctx = 0;
+  std::int32_t max_tokens = 4096;
+  scheduler::sampling_params sampling;  // defaults for requests
 };
 
 class service {
@@ -51,6 +60,8 @@ class service {
   loaded_model* find(const std::string& name);
   nlohmann::json status_json();
   nlohmann::json dispatch_json(loaded_model& m, bool explain);
+  void run(const nlohmann::json& request, control::responder& out);
+  service_options options_;
 
   std::mutex mutex_;
   std::vector<std::unique_ptr<loaded_model>> models_;

@@ -1,0 +1,74 @@
+// Continuous batching for one model: one loop thread builds every forward step from all active
+// sequences (a prompt chunk or one decode token each), samples per sequence and streams the
+// text. Requests wait in a bounded queue; cancellation takes effect at the next step.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "spite/core/result.hpp"
+#include "spite/executor/context.hpp"
+#include "spite/scheduler/sampler.hpp"
+#include "spite/tokenizer/tokenizer.hpp"
+
+namespace spite::scheduler {
+
+struct generation_result {
+  std::string text;
+  std::int32_t prompt_tokens = 0, generated = 0;
+  std::string stop_reason;  // "stop" (end of generation token), "length", "cancelled", "error"
+  std::optional<error> failure;
+};
+
+struct generation_request {
+  std::vector<std::int32_t> prompt;
+  std::int32_t n_predict = 128;
+  sampling_params sampling;
+  // Called on the engine thread: keep them short and never block.
+  std::function<void(std::string_view text)> on_text;
+  std::function<void(const generation_result&)> on_done;  // exactly once
+  std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+};
+
+struct engine_options {
+  int max_concurrent = 4;      // sequences decoding at once
+  int queue_size = 64;         // requests waiting beyond those
+  std::int32_t n_ctx = 0;      // per sequence; 0: the model's, at most 4096
+  int threads = 0;
+  std::int32_t prompt_chunk = 64;  // prompt tokens per sequence per step, so decoding never stalls
+  std::shared_ptr<const dispatch::op_table> ops;
+};
+
+struct engine_stats {
+  std::uint64_t steps = 0, tokens = 0, sequences_in_steps = 0;
+  int max_sequences_in_step = 0;
+  int active = 0, queued = 0;
+};
+
+class engine {
+ public:
+  static result<std::unique_ptr<engine>> create(const models::model& model, std::shared_ptr<const tokenizer::tokenizer> tok,
+                                                const engine_options& options);
+  ~engine();  // fails whatever is queued or running as "cancelled"
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  // Queues the request; errc::busy when the queue is full, invalid_argument for a prompt that
+  // cannot fit. on_done is called for every accepted request.
+  result<void> submit(generation_request request);
+  void set_ops(std::shared_ptr<const dispatch::op_table> ops);
+  engine_stats stats() const;
+  std::int32_t n_ctx() const noexcept;
+
+ private:
+  struct impl;
+  explicit engine(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace spite::scheduler
