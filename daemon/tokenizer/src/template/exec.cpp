@@ -155,7 +155,7 @@ result<flow> interp::exec_for(const stmt& s, const value& iterable, const scope_
     SPITE_TRY(assign(s.tgt, elements[i], iteration));
     iteration->set("loop", loop_value);
     SPITE_TPL_LET(flow f, exec(s.body, iteration));
-    if (f == flow::break_) break;
+    if (f == flow::break_ || loop->exhausted) break;
   }
   return flow::normal;
 }

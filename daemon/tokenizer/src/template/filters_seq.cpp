@@ -51,6 +51,13 @@ result<void> stable_sort(std::vector<std::size_t>& order, Less less) {
   return ok();
 }
 
+// sorted()'s reverse= must be an int or bool.
+result<bool> reverse_flag(const std::optional<value>& v) {
+  if (!v) return false;
+  if (!is_integral(*v)) return type_error(quoted_type(*v) + " object cannot be interpreted as an integer");
+  return to_i64(*v) != 0;
+}
+
 // Sorts items by keys; returns the new order.
 result<std::vector<std::size_t>> sorted_order(const value_list& keys, bool reverse) {
   std::vector<std::size_t> order(keys.size());
@@ -89,7 +96,8 @@ result<value> f_sort(interp& in, const value& v, call_args& args) {
     SPITE_TPL_LET(value k, multi_key(in, item, a[2], a[1] && truthy(*a[1])));
     keys.push_back(std::move(k));
   }
-  SPITE_TPL_LET(auto order, sorted_order(keys, a[0] && truthy(*a[0])));
+  SPITE_TPL_LET(bool reverse, reverse_flag(a[0]));
+  SPITE_TPL_LET(auto order, sorted_order(keys, reverse));
   value_list out;
   for (auto i : order) out.push_back((*items)[i]);
   return value(std::move(out));
@@ -108,7 +116,8 @@ result<value> f_dictsort(interp& in, const value& v, call_args& args) {
     const value& key = by == "key" ? k : x;
     keys.push_back(case_sensitive ? key : ignore_case(key));
   }
-  SPITE_TPL_LET(auto order, sorted_order(keys, a[2] && truthy(*a[2])));
+  SPITE_TPL_LET(bool reverse, reverse_flag(a[2]));
+  SPITE_TPL_LET(auto order, sorted_order(keys, reverse));
   value_list out;
   for (auto i : order) out.push_back(pairs[i]);
   (void)in;
@@ -377,6 +386,10 @@ const seq_filter* find_seq_filter(std::string_view name) {
 bool is_seq_filter(std::string_view name) { return find_seq_filter(name) != nullptr; }
 
 result<value> apply_seq_filter(interp& in, std::string_view name, const value& input, call_args& args) {
+  // Generator filters bind their arguments when called and do the rest when consumed.
+  if (name == "unique") SPITE_TRY(bind_args(args, name, {"case_sensitive", "attribute"}));
+  if (name == "batch") SPITE_TRY(bind_args(args, name, {"linecount", "fill_with"}, 1));
+  if (name == "slice") SPITE_TRY(bind_args(args, name, {"slices", "fill_with"}, 1));
   auto r = find_seq_filter(name)->fn(in, input, args);
   static constexpr std::string_view lazy[] = {"map", "select", "reject", "selectattr", "rejectattr", "unique", "batch", "slice"};
   for (auto l : lazy)

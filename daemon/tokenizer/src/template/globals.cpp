@@ -533,6 +533,7 @@ std::string format_time(std::string_view fmt, const std::tm& in) {
       case 'X': out += format_time("%H:%M:%S", t); break;
       case 'n': out.push_back('\n'); break;
       case 't': out.push_back('\t'); break;
+      case 'f': out += "000000"; break;  // microseconds
       case 'Z':
       case 'z': break;  // naive time: no zone
       case '%': out.push_back('%'); break;

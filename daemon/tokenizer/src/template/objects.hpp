@@ -93,6 +93,7 @@ struct loop_object : object {
   std::size_t depth0 = 0;
   bool has_last_changed = false;
   value last_changed;
+  bool exhausted = false;           // the template iterated `loop` itself, consuming the rest
   const stmt* recursive = nullptr;  // the for statement of a recursive loop
   scope_ptr outer;                  // and the scope it runs in
   std::size_t size() const { return items.as_list().size(); }

@@ -410,6 +410,12 @@ result<bool> interp::contains(const value& container, const value& item) {
       return type_error("unhashable type: '" + type_name(item) + "'");
     return container.as_dict().find(item) != nullptr;
   }
+  if (is_object(container, object_kind::loop)) {
+    SPITE_TPL_LET(seq items, iterate(container));
+    for (const auto& x : *items)
+      if (x == item) return true;
+    return false;
+  }
   if (container.is_list() || container.is_undefined() || is_object(container, object_kind::generator)) {
     if (is_object(container, object_kind::generator)) {
       auto& g = as<generator_object>(container);
@@ -464,8 +470,15 @@ result<seq> interp::iterate(const value& v) {
         return seq{holder, &holder.as_list()};
       }
       if (is_object(v, object_kind::loop)) {
-        const value& items = as<loop_object>(v).items;
-        return seq{items, &items.as_list()};
+        // Iterating `loop` advances the loop itself, like jinja2's LoopContext: the rest of the
+        // items come as (item, loop) pairs and the for statement ends after this iteration.
+        auto& l = as<loop_object>(v);
+        value_list rest;
+        for (std::size_t i = l.index0 + 1; i < l.size(); ++i) rest.push_back(make_tuple({l.items.as_list()[i], v}));
+        l.index0 += rest.size();
+        l.exhausted = true;
+        value holder(std::move(rest));
+        return seq{holder, &holder.as_list()};
       }
       break;
     default: break;

@@ -402,6 +402,8 @@ result<call_spec> parser::parse_call_args() {
     } else if (cur().type == tok::name && peek().type == tok::op && peek().text == "=") {
       if (c.dyn_kwargs) return invalid();
       std::string key = cur().text;
+      for (const auto& [k, v] : c.kwargs)
+        if (k == key) return fail("keyword argument repeated: " + key, line);
       advance();
       advance();
       auto e = parse_expression(true);

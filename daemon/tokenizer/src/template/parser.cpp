@@ -347,15 +347,14 @@ result<target> parser::parse_primary_target(bool with_namespace) {
   if (cur().type == tok::name) {
     t.name = cur().text;
     advance();
+    SPITE_TRY(check_assignable(t));
     if (with_namespace && is_op(".")) {
       advance();
       auto attr = expect_name();
       if (!attr) return std::move(attr).err();
       t.type = target::kind::ns_attr;
       t.attr = *attr;
-      return t;
     }
-    SPITE_TRY(check_assignable(t));
     return t;
   }
   if (skip_op("(")) {
@@ -376,74 +375,126 @@ result<target> parser::parse_primary_target(bool with_namespace) {
 
 namespace {
 
-// jinja2 rejects an unknown filter or test when it compiles the template, unless it sits in an
-// if statement (test and branches, not nested loops or macros) or a conditional expression: there
-// the error waits until the filter runs.
-result<void> check_names(const stmt_list& body, bool soft);
+// What jinja2 rejects when it compiles a template, beyond syntax:
+// - an unknown filter or test, unless it sits in an if statement (test and branches, not nested
+//   loops or macros) or a conditional expression: there the error waits until the filter runs;
+// - assigning to `loop` anywhere inside a for statement;
+// - a dict literal whose constant prefix has an unhashable key, inside an expression that
+//   jinja2's optimizer folds (calls, filters, tests, operators, attribute and item access).
+class checker {
+ public:
+  result<void> body(const stmt_list& list, bool soft, bool in_for) {
+    for (const auto& s : list) SPITE_TRY(statement(*s, soft, in_for));
+    return ok();
+  }
 
-result<void> check_names(const call_spec& c, bool soft);
+ private:
+  static error fail(int line, const std::string& what) {
+    return make_error(errc::malformed, "chat template line " + std::to_string(line) + ": " + what);
+  }
 
-result<void> check_names(const expr* e, bool soft) {
-  if (!e) return ok();
-  if (e->kind == expr_kind::cond) soft = true;
-  if (!soft && e->kind == expr_kind::filter && !is_known_filter(e->name))
-    return make_error(errc::malformed,
-                      "chat template line " + std::to_string(e->line) + ": No filter named '" + e->name + "'.");
-  if (!soft && e->kind == expr_kind::test && !is_known_test(e->name))
-    return make_error(errc::malformed,
-                      "chat template line " + std::to_string(e->line) + ": No test named '" + e->name + "'.");
-  for (const auto& i : e->items) SPITE_TRY(check_names(i.get(), soft));
-  return check_names(e->args, soft);
-}
+  static bool literal(const expr* e) {
+    if (!e || e->kind == expr_kind::constant) return true;
+    if (e->kind != expr_kind::list && e->kind != expr_kind::tuple && e->kind != expr_kind::dict) return false;
+    for (const auto& i : e->items)
+      if (!literal(i.get())) return false;
+    return true;
+  }
 
-result<void> check_names(const call_spec& c, bool soft) {
-  for (const auto& a : c.args) SPITE_TRY(check_names(a.get(), soft));
-  for (const auto& [k, v] : c.kwargs) SPITE_TRY(check_names(v.get(), soft));
-  SPITE_TRY(check_names(c.dyn_args.get(), soft));
-  return check_names(c.dyn_kwargs.get(), soft);
-}
+  static bool unhashable(const expr* e) {
+    if (e->kind == expr_kind::list || e->kind == expr_kind::dict) return true;
+    if (e->kind == expr_kind::tuple)
+      for (const auto& i : e->items)
+        if (unhashable(i.get())) return true;
+    return false;
+  }
 
-result<void> check_names(const stmt_list& body, bool soft) {
-  for (const auto& s : body) {
-    switch (s->kind) {
-      case stmt_kind::if_:
-        SPITE_TRY(check_names(s->value_expr.get(), true));
-        SPITE_TRY(check_names(s->body, true));
-        SPITE_TRY(check_names(s->else_body, true));
-        break;
-      case stmt_kind::for_:
-        SPITE_TRY(check_names(s->value_expr.get(), soft));
-        SPITE_TRY(check_names(s->cond.get(), false));
-        SPITE_TRY(check_names(s->body, false));
-        SPITE_TRY(check_names(s->else_body, false));
-        break;
-      case stmt_kind::macro:
-      case stmt_kind::call_block:
-        SPITE_TRY(check_names(s->value_expr.get(), soft));
-        for (const auto& d : s->macro->defaults) SPITE_TRY(check_names(d.get(), false));
-        SPITE_TRY(check_names(s->macro->body, false));
-        break;
-      case stmt_kind::set_block:
-      case stmt_kind::filter_block:
-        SPITE_TRY(check_names(s->value_expr.get(), false));
-        SPITE_TRY(check_names(s->body, false));
-        break;
-      case stmt_kind::scope:
-        for (const auto& [t, v] : s->with_assignments) SPITE_TRY(check_names(v.get(), soft));
-        SPITE_TRY(check_names(s->body, false));
-        break;
-      default: SPITE_TRY(check_names(s->value_expr.get(), soft)); break;
+  result<void> target_names(const target& t, bool in_for) {
+    if (in_for && t.type == target::kind::name && t.name == "loop")
+      return fail(t.line, "Can't assign to special loop variable in for-loop target");
+    for (const auto& i : t.items) SPITE_TRY(target_names(i, in_for));
+    return ok();
+  }
+
+  static bool folds(expr_kind k) {
+    switch (k) {
+      case expr_kind::constant:
+      case expr_kind::name:
+      case expr_kind::list:
+      case expr_kind::tuple:
+      case expr_kind::dict:
+      case expr_kind::slice: return false;
+      default: return true;
     }
   }
-  return ok();
-}
+
+  result<void> expression(const expr* e, bool soft, bool folding = false) {
+    if (!e) return ok();
+    if (e->kind == expr_kind::cond) soft = true;
+    folding = folding || folds(e->kind);
+    if (!soft && e->kind == expr_kind::filter && !is_known_filter(e->name))
+      return fail(e->line, "No filter named '" + e->name + "'.");
+    if (!soft && e->kind == expr_kind::test && !is_known_test(e->name))
+      return fail(e->line, "No test named '" + e->name + "'.");
+    if (e->kind == expr_kind::dict && folding) {
+      for (std::size_t i = 0; i + 1 < e->items.size(); i += 2) {
+        if (!literal(e->items[i].get()) || !literal(e->items[i + 1].get())) break;
+        if (unhashable(e->items[i].get()))
+          return fail(e->line, std::string("TypeError: unhashable type: '") +
+                                   (e->items[i]->kind == expr_kind::dict ? "dict" : "list") + "'");
+      }
+    }
+    for (const auto& i : e->items) SPITE_TRY(expression(i.get(), soft, folding));
+    return arguments(e->args, soft, folding);
+  }
+
+  result<void> arguments(const call_spec& c, bool soft, bool folding) {
+    for (const auto& a : c.args) SPITE_TRY(expression(a.get(), soft, folding));
+    for (const auto& [k, v] : c.kwargs) SPITE_TRY(expression(v.get(), soft, folding));
+    SPITE_TRY(expression(c.dyn_args.get(), soft, folding));
+    return expression(c.dyn_kwargs.get(), soft, folding);
+  }
+
+  result<void> statement(const stmt& s, bool soft, bool in_for) {
+    switch (s.kind) {
+      case stmt_kind::if_:
+        SPITE_TRY(expression(s.value_expr.get(), true));
+        SPITE_TRY(body(s.body, true, in_for));
+        return body(s.else_body, true, in_for);
+      case stmt_kind::for_:
+        SPITE_TRY(target_names(s.tgt, true));
+        SPITE_TRY(expression(s.value_expr.get(), soft));
+        SPITE_TRY(expression(s.cond.get(), false));
+        SPITE_TRY(body(s.body, false, true));
+        return body(s.else_body, false, true);
+      case stmt_kind::macro:
+      case stmt_kind::call_block:
+        SPITE_TRY(expression(s.value_expr.get(), soft));
+        for (const auto& d : s.macro->defaults) SPITE_TRY(expression(d.get(), false));
+        return body(s.macro->body, false, in_for);
+      case stmt_kind::set:
+        SPITE_TRY(target_names(s.tgt, in_for));
+        return expression(s.value_expr.get(), soft);
+      case stmt_kind::set_block:
+        SPITE_TRY(target_names(s.tgt, in_for));
+        [[fallthrough]];
+      case stmt_kind::filter_block:
+        SPITE_TRY(expression(s.value_expr.get(), false));
+        return body(s.body, false, in_for);
+      case stmt_kind::scope:
+        for (const auto& [t, v] : s.with_assignments) SPITE_TRY(expression(v.get(), soft));
+        return body(s.body, false, in_for);
+      default: return expression(s.value_expr.get(), soft);
+    }
+  }
+};
 
 }  // namespace
 
 result<std::shared_ptr<program>> parse(std::vector<token> tokens) {
   auto prog = parser(std::move(tokens)).run();
   if (!prog) return prog;
-  SPITE_TRY(check_names((*prog)->body, false));
+  SPITE_TRY(checker().body((*prog)->body, false, false));
   return prog;
 }
 

@@ -14,6 +14,12 @@
 //            errc::malformed (UndefinedError, TypeError, SecurityError, ValueError, ...),
 //            errc::unsupported (a filter or feature jinja2 has but spite does not) or
 //            errc::out_of_range (a render limit was reached).
+//
+// Known differences from Python: integers are 64-bit (overflow is an error, not a bigint);
+// Unicode character classes and case mapping cover the common scripts only; range() gives a
+// list; printed generators and methods carry no address; lipsum, cycler, joiner and the HTML
+// filters urlize, urlencode, wordwrap, xmlattr, striptags, filesizeformat, pprint and random
+// fail as unsupported.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -51,8 +58,9 @@ class value {
   value() noexcept : i_(0) {}  // undefined
   value(std::nullptr_t) noexcept : kind_(kind::none), i_(0) {}  // NOLINT: implicit by design
   value(bool b) noexcept : kind_(kind::boolean), b_(b) {}        // NOLINT
-  value(int i) noexcept : kind_(kind::integer), i_(i) {}         // NOLINT
-  value(std::int64_t i) noexcept : kind_(kind::integer), i_(i) {}  // NOLINT
+  // Any integer type (values beyond int64 wrap: Python ints are unbounded, template ints are not).
+  template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool> && !std::is_same_v<I, char>, int> = 0>
+  value(I i) noexcept : kind_(kind::integer), i_(static_cast<std::int64_t>(i)) {}  // NOLINT
   value(double d) noexcept : kind_(kind::floating), d_(d) {}     // NOLINT
   value(std::string s);                                          // NOLINT
   value(std::string_view s) : value(std::string(s)) {}           // NOLINT
