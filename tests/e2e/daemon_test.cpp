@@ -456,3 +456,38 @@ TEST_CASE("a client that disconnects cancels its request at the next step") {
   // The daemon still serves.
   CHECK(run_process({SPITECTL_PATH, "status", "--socket", socket.string()}).exit_code == 0);
 }
+
+TEST_CASE("run with chat messages uses the model's template; a template that cannot be used stops the start") {
+  temp_dir dir;
+  const fs::path socket = dir.path / "ctl.sock";
+  const std::string model = fs::absolute(shared_path("models/tiny/tiny-llama3.f32.gguf")).string();
+  {
+    std::ofstream f(dir.path / "spite.toml");
+    f << "[control]\nsocket = \"" << socket.string() << "\"\n\n[[model]]\nname = \"chat\"\npath = \"" << model
+      << "\"\nchat_template = \"chatml\"\n";
+  }
+  {
+    background_process d({SPITED_PATH, "--config", (dir.path / "spite.toml").string()}, (dir.path / "log").string());
+    REQUIRE(wait_for_file(socket));
+    raw_client c(socket);
+    c.send(R"({"id":1,"cmd":"run","model":"chat","messages":[{"role":"user","content":"Hello"}],"n_predict":4,"temperature":0})"
+           "\n");
+    nlohmann::json j;
+    do {
+      j = c.line();
+    } while (j.at("event") == "token");
+    REQUIRE(j.at("event") == "result");
+    // The rendered conversation ("<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"),
+    // not the bare "Hello", was tokenized.
+    CHECK(j.at("result").at("prompt_tokens").get<int>() > 10);
+    CHECK(j.at("result").at("generated").get<int>() >= 1);
+  }
+  {
+    std::ofstream f(dir.path / "bad.toml");
+    f << "[control]\nsocket = \"" << socket.string() << "\"\n\n[[model]]\nname = \"chat\"\npath = \"" << model
+      << "\"\nchat_template = \"no_such_variant\"\n";
+  }
+  const auto bad = run_process({SPITED_PATH, "--config", (dir.path / "bad.toml").string()});
+  CHECK(bad.exit_code == 78);
+  CHECK_THAT(bad.err, Catch::Contains("chat template:"));
+}

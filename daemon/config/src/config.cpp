@@ -332,7 +332,7 @@ result<lora_adapter> parse_lora(const section& model, const toml::node& n, const
 
 // A [[model]] entry, or the brief's single [model] table (where name defaults to the stem).
 result<model_config> parse_model(const section& s, bool name_required) {
-  SPITE_TRY(s.only_keys({"name", "path", "lora", "n_ctx", "preload", "keep_alive"}));
+  SPITE_TRY(s.only_keys({"name", "path", "lora", "n_ctx", "preload", "keep_alive", "chat_template"}));
   model_config m;
   if (s.table().get("path") == nullptr) return s.fail(s.table().source(), "path", "is required");
   SPITE_TRY(s.path("path", m.path));
@@ -349,6 +349,7 @@ result<model_config> parse_model(const section& s, bool name_required) {
   SPITE_TRY(s.integer("n_ctx", m.n_ctx, 0, 1 << 24));
   SPITE_TRY(s.boolean("preload", m.preload));
   SPITE_TRY(s.integer("keep_alive", m.keep_alive_s, -1, 2147483647));
+  SPITE_TRY(s.string("chat_template", m.chat_template, false));
   if (const toml::node* n = s.table().get("lora")) {
     const auto* arr = n->as_array();
     if (arr == nullptr) return s.wrong_type(*n, "lora", "an array");

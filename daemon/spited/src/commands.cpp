@@ -79,8 +79,22 @@ void service::run(const json& request, control::responder& out) {
     }
   }
   if (m == nullptr) return out.error(codes::not_found, "no model '" + name + "' is loaded");
-  if (!request.contains("prompt") || !request["prompt"].is_string()) {
-    return out.error(codes::bad_request, "\"prompt\" (a string) is required");
+  // A prompt is used as it is; messages are rendered with the model's chat template.
+  std::string prompt;
+  bool parse_special = false;
+  if (request.contains("messages")) {
+    const json& msgs = request["messages"];
+    if (!msgs.is_array() || msgs.empty() || msgs.size() > 4096) {
+      return out.error(codes::bad_request, "\"messages\" must be a non-empty array (at most 4096)");
+    }
+    auto rendered = m->chat->render_json(nlohmann::ordered_json::parse(msgs.dump()), true);
+    if (!rendered) return out.error(codes::bad_request, "chat template: " + rendered.err().message);
+    prompt = std::move(*rendered);
+    parse_special = true;  // the template's own markers are special tokens
+  } else if (request.contains("prompt") && request["prompt"].is_string()) {
+    prompt = request["prompt"].get<std::string>();
+  } else {
+    return out.error(codes::bad_request, "\"prompt\" (a string) or \"messages\" is required");
   }
   scheduler::generation_request g;
   try {
@@ -99,7 +113,11 @@ void service::run(const json& request, control::responder& out) {
   if (g.n_predict < 1 || g.n_predict > options_.max_tokens) {
     return out.error(codes::bad_request, "n_predict must be 1.." + std::to_string(options_.max_tokens));
   }
-  auto tokens = m->tok->tokenize(request["prompt"].get<std::string>(), {.add_special = true, .parse_special = false});
+  // Templates that write the BOS text themselves must not get a second one.
+  const auto& vocab = m->tok->vocabulary();
+  const auto bos = vocab.special().bos;
+  const bool add_special = !(parse_special && vocab.valid(bos) && prompt.starts_with(vocab.text(bos)));
+  auto tokens = m->tok->tokenize(prompt, {.add_special = add_special, .parse_special = parse_special});
   if (!tokens) return out.error(codes::bad_request, tokens.err().message);
   g.prompt.assign(tokens->begin(), tokens->end());
 

@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   } else {
     for (const auto& m : cfg.models) {
       if (m.preload) options.models.emplace_back(m.name, m.path.string());
+      options.chat_templates[m.name] = m.chat_template;
     }
   }
   options.threads = flag_threads >= 0 ? flag_threads : static_cast<int>(cfg.inference.threads);

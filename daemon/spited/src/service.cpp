@@ -24,6 +24,17 @@ result<void> service::start(const service_options& options) {
     auto tok = tokenizer::tokenizer::from_metadata(m->file.meta());
     if (!tok) return std::move(tok).err().with_context(path);
     m->tok = std::move(*tok);
+    // The chat template is tried at load: a model whose template cannot render is refused here
+    // with the reason, unless the configuration chose the ChatML fallback.
+    const auto which = options.chat_templates.count(name) ? options.chat_templates.at(name) : std::string("auto");
+    auto chat = which == "chatml" ? tokenizer::chat_format::chatml(m->tok->vocabulary())
+                                  : tokenizer::chat_format::from_metadata(m->file.meta(), m->tok->vocabulary(),
+                                                                          which == "auto" ? std::string_view() : which);
+    if (!chat) {
+      return make_error(chat.err().code, path + ": chat template: " + chat.err().message +
+                                             " (set chat_template = \"chatml\" for this model to use ChatML)");
+    }
+    m->chat.emplace(std::move(*chat));
     auto engine = scheduler::engine::create(*m->model, m->tok,
                                             {.max_concurrent = options.max_concurrent, .queue_size = options.queue_size,
                                              .n_ctx = options.n_ctx, .threads = options.threads});

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "spite/gguf/file.hpp"
 #include "spite/models/model.hpp"
 #include "spite/scheduler/engine.hpp"
+#include "spite/tokenizer/chat.hpp"
 #include "spite/tokenizer/tokenizer.hpp"
 
 namespace spite::daemon {
@@ -29,11 +32,13 @@ struct loaded_model {
   dispatch::kernel_identity identity;
   std::shared_ptr<dispatch::dispatcher> kernels;  // of the current generation
   std::shared_ptr<const tokenizer::tokenizer> tok;
+  std::optional<tokenizer::chat_format> chat;
   std::unique_ptr<scheduler::engine> engine;
 };
 
 struct service_options {
   std::vector<std::pair<std::string, std::string>> models;  // name, path
+  std::map<std::string, std::string> chat_templates;         // name -> "auto" | "chatml" | variant
   std::vector<std::filesystem::path> kernel_dirs;
   int threads = 0;
   int max_concurrent = 4;

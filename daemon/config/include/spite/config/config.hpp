@@ -60,6 +60,9 @@ struct model_config {
   std::uint32_t n_ctx = 0;        // 0: [inference] n_ctx, else the model's own
   bool preload = true;            // load at start-up rather than on first request
   std::int64_t keep_alive_s = 300;  // idle seconds before unloading; -1: never
+  // "auto": the model's own template (ChatML when it has none); "chatml": always ChatML, e.g.
+  // for a model whose template cannot be rendered; any other name: tokenizer.chat_template.<name>.
+  std::string chat_template = "auto";
 };
 
 struct inference_config {
