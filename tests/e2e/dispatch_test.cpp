@@ -120,11 +120,11 @@ TEST_CASE("spitectl verify passes a correct library and fails a wrong one, and v
   for (const auto& c : j.at("cases")) odd = odd || c.at("shape") == "769x17";
   CHECK(odd);
 
-  const auto py_bad = run_process({"python3", SPITE_SOURCE_DIR "/tools/verify/verify.py", wrong, "--quick"});
+  const auto py_bad = run_process({"python3", SPITE_SOURCE_DIR "/tools/verify/verify.py", wrong, "--quick", "--spitectl", SPITECTL_PATH});
   CHECK(py_bad.exit_code == 1);
   CHECK_THAT(py_bad.out, Catch::Contains("0 passed, 4 failed"));
   if (v4_here()) {
-    const auto py_good = run_process({"python3", SPITE_SOURCE_DIR "/tools/verify/verify.py", k_v4_plugin});
+    const auto py_good = run_process({"python3", SPITE_SOURCE_DIR "/tools/verify/verify.py", k_v4_plugin, "--spitectl", SPITECTL_PATH});
     INFO(py_good.out << py_good.err);
     CHECK(py_good.exit_code == 0);
     CHECK_THAT(py_good.out, Catch::Contains(" 0 failed"));

@@ -6,7 +6,8 @@
 Runs `spitectl verify LIB --json` (every kernel of the library over a sweep of shapes, odd
 sizes included, each op with its tolerance on the normalised error), prints one line per case
 and exits 1 if any case failed, 2 if the library could not be checked at all.
-spitectl is taken from $SPITECTL, else build/bin/spitectl of this checkout, else PATH.
+spitectl is taken from --spitectl, else $SPITECTL, else build/bin/spitectl of this checkout,
+else PATH.
 """
 import argparse
 import json
@@ -17,7 +18,9 @@ import sys
 from pathlib import Path
 
 
-def find_spitectl() -> str:
+def find_spitectl(given: str) -> str:
+    if given:
+        return given
     if os.environ.get("SPITECTL"):
         return os.environ["SPITECTL"]
     in_tree = Path(__file__).resolve().parents[2] / "build" / "bin" / "spitectl"
@@ -33,9 +36,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("library", help="the kernel library (.so) to check")
     parser.add_argument("--quick", action="store_true", help="only the small self-test shapes")
+    parser.add_argument("--spitectl", default="", help="the spitectl program to use")
     opts = parser.parse_args()
 
-    cmd = [find_spitectl(), "verify", opts.library, "--json"] + (["--quick"] if opts.quick else [])
+    cmd = [find_spitectl(opts.spitectl), "verify", opts.library, "--json"] + (["--quick"] if opts.quick else [])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     try:
         report = json.loads(proc.stdout)

@@ -109,6 +109,15 @@ struct server::impl {
     for (auto& t : client_threads) {
       if (t.joinable()) t.join();
     }
+    // Requests still running finish here (they see closed() and stop), so that no connection is
+    // destroyed by one of its own request threads.
+    for (auto& c : clients) {
+      std::lock_guard lock(c->threads_mutex);
+      for (auto& t : c->requests) {
+        if (t.joinable()) t.join();
+      }
+    }
+    clients.clear();
     if (listen_fd >= 0) ::close(listen_fd);
     if (owns_path) {
       std::error_code ec;
