@@ -50,7 +50,7 @@ if(TARGET spite_kernel_llama_llama3_x86_64_v4)
 endif()
 
 # spited as a real process (control socket, sd_notify, hot reload, socket activation).
-spite_add_catch_test(test_spited
+spite_add_catch_test(test_spited HAS_SLOW
   SOURCES e2e/daemon_test.cpp
   DEPS nlohmann_json::nlohmann_json)
 target_compile_definitions(test_spited PRIVATE

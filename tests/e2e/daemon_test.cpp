@@ -360,7 +360,7 @@ TEST_CASE("spitectl run through spited prints what the in-process run prints") {
   CHECK_THAT(unknown.err, Catch::Contains("no model 'nope' is loaded"));
 }
 
-TEST_CASE("8 clients stream at once while kernel plug-ins come and go; every answer is the reference's", "[slow]") {
+TEST_CASE("8 clients stream at once while kernel plug-ins come and go, and every answer is the reference's", "[slow]") {
   temp_dir dir;
   const fs::path socket = dir.path / "ctl.sock", kernels = dir.path / "kernels";
   fs::create_directories(kernels);
@@ -457,7 +457,7 @@ TEST_CASE("a client that disconnects cancels its request at the next step") {
   CHECK(run_process({SPITECTL_PATH, "status", "--socket", socket.string()}).exit_code == 0);
 }
 
-TEST_CASE("run with chat messages uses the model's template; a template that cannot be used stops the start") {
+TEST_CASE("run with chat messages uses the model's template, and a template that cannot be used stops the start") {
   temp_dir dir;
   const fs::path socket = dir.path / "ctl.sock";
   const std::string model = fs::absolute(shared_path("models/tiny/tiny-llama3.f32.gguf")).string();

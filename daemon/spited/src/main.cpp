@@ -148,6 +148,9 @@ int main(int argc, char** argv) {
     sd_notifyf(0, "STATUS=failed: %s", r.err().message.c_str());
     return exit_config;
   }
+  // Models are loaded: the daemon is running from the first request the socket accepts (with
+  // socket activation a client may be waiting already).
+  svc.set_state("running");
   control::server_options so;
   so.path = socket_path;
   so.mode = cfg.control.mode;
@@ -166,7 +169,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "spited: %s\n", server.err().message.c_str());
     return exit_config;
   }
-  svc.set_state("running");
   log::info("spited ready: control socket ", activated >= 0 ? "(socket activation)" : socket_path.string());
   sd_notify(0, "READY=1\nSTATUS=serving");
 

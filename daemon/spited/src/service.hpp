@@ -57,8 +57,14 @@ class service {
   void reload_kernels();
   void request_shutdown() { shutdown_requested_ = true; }
   bool shutdown_requested() const { return shutdown_requested_; }
-  std::string state() const { return state_; }
-  void set_state(std::string s) { state_ = std::move(s); }
+  std::string state() {
+    std::lock_guard lock(mutex_);
+    return state_;
+  }
+  void set_state(std::string s) {
+    std::lock_guard lock(mutex_);
+    state_ = std::move(s);
+  }
 
  private:
   void use_generation(std::shared_ptr<const dispatch::kernel_set> set, const dispatch::kernel_change* change);

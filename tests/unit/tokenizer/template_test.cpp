@@ -103,6 +103,7 @@ TEST_CASE("templates render like jinja2", "[template]") {
     {"dict methods win over keys for dot access", "{{ d.items is callable }} {{ d['items'] }}", "{\"d\": {\"items\": \"key\"}}", "True key"},
     {"slicing", "{{ 'hello'[1:3] }} {{ 'abc'[::-1] }} {{ [1, 2, 3, 4, 5][::2] }} {{ [1, 2, 3][-2:] }} {{ [1, 2, 3][::-2] }} {{ 'abc'[5:] }}|", "", "el cba [1, 3, 5] [2, 3] [3, 1] |"},
     {"literals", "{{ [1, 'a', none, true] }} {{ {'k': [1, 2]} }} {{ (1,) }} {{ () }} {{ 'a' 'b' }} {{ 0x1f }} {{ 1_000 }}", "", "[1, 'a', None, True] {'k': [1, 2]} (1,) () ab 31 1000"},
+    {"slicing literals folds to undefined on bad indices", "[{{ 'abc'[:'x'] }}][{{ [1, 2][1.5:] }}]", "", "[][]"},
     {"string escapes", "{{ 'tab\\there' }}|{{ 'q\\'s' }}|{{ \"d\\\"q\" }}|{{ '\\u00e9\\x41' }}", "", "tab\there|q's|d\"q|éA"},
     {"negative numbers and filters", "{{ -2 ** 2 }} {{ -3 | abs }} {{ - 1 + 2 }}", "", "4 3 1"},
     {"calls with keyword arguments", "{{ 'a-b-c'.split('-', maxsplit=1) }} {{ range(1, 7, 2) | list }}", "", "['a', 'b-c'] [1, 3, 5]"},
@@ -128,6 +129,7 @@ TEST_CASE("templates render like jinja2", "[template]") {
     {"iterating undefined is empty", "{% for x in missing %}{{ x }}{% else %}none{% endfor %}", "", "none"},
     {"recursive loops", "{% for n in tree recursive %}({{ n.name }}{% if n.kids %}{{ loop(n.kids) }}{% endif %}){% endfor %}", "{\"tree\": [{\"name\": \"a\", \"kids\": [{\"name\": \"b\"}]}, {\"name\": \"c\"}]}", "(a(b))(c)"},
     {"loop.changed", "{% for x in [1, 1, 2] %}{{ loop.changed(x) }} {% endfor %}", "", "True False True "},
+    {"iterating loop consumes it", "{% for x in [1, 2, 3] %}{{ loop.index }}{{ 9 in loop }}{{ loop.index }}{{ loop.last }}|{% endfor %}", "", "1False3True|"},
 // ---- scoping
     {"set inside a loop does not leak", "{% set x = 'outer' %}{% for i in [1] %}{% set x = 'inner' %}{{ x }}{% endfor %} {{ x }}", "", "inner outer"},
     {"each iteration starts from the outer value", "{% set x = 0 %}{% for i in [1, 2, 3] %}{% set x = x + i %}{{ x }}{% endfor %}", "", "123"},
@@ -227,6 +229,10 @@ TEST_CASE("templates fail where jinja2 raises, naming the Python exception", "[t
     {"too many macro arguments", "{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", "", "TypeError"},
     {"unknown macro keyword", "{% macro m(a) %}{% endmacro %}{{ m(b=1) }}", "", "TypeError"},
     {"join of non-strings", "{{ ''.join([1]) }}", "", "TypeError"},
+    {"slicing none", "{{ x[1:] }}", "{\"x\": null}", "TypeError"},
+    {"slicing with a string index", "{{ x['a':] }}", "{\"x\": \"abc\"}", "TypeError"},
+    {"sort with a non-int reverse", "{{ [2, 1] | sort(reverse='yes') }}", "", "TypeError"},
+    {"dict of undefined", "{{ dict(missing) }}", "", "UndefinedError"},
 // ---- security
     {"list.append", "{% set xs = [] %}{{ xs.append(1) }}", "", "SecurityError"},
     {"list.pop", "{% set xs = [1] %}{{ xs.pop() }}", "", "SecurityError"},
@@ -262,6 +268,11 @@ TEST_CASE("templates that jinja2 refuses to compile do not compile", "[template]
     {"bad assignment target", "{% set 1 = 2 %}", "", "TemplateSyntaxError"},
     {"duplicate macro argument", "{% macro m(a, a) %}{% endmacro %}", "", "SyntaxError"},
     {"non-default argument after default", "{% macro m(a=1, b) %}{% endmacro %}", "", "TemplateSyntaxError"},
+    {"repeated keyword argument", "{{ f(a=1, a=2) }}", "", "SyntaxError"},
+    {"assigning to loop inside a for", "{% for x in y %}{% set loop = 1 %}{% endfor %}", "", "TemplateAssertionError"},
+    {"unhashable constant key in a call", "{{ f({ {}: 1 }) }}", "", "TypeError"},
+    {"slice inside a tuple subscript", "{{ x[1, 2:] }}", "", "SyntaxError"},
+    {"trailing comma in a for target", "{% for a, in y %}{% endfor %}", "", "TemplateSyntaxError"},
   };
   for (const auto& c : cases) {
     INFO(c.name << "\n  template: " << c.source);

@@ -337,6 +337,9 @@ result<expr_ptr> parser::parse_subscript(expr_ptr node) {
   if (args.size() == 1) {
     e->items.push_back(std::move(args[0]));
   } else {
+    // Python has no tuple of slices: jinja2's generated code does not compile.
+    for (const auto& a : args)
+      if (a->kind == expr_kind::slice) return fail("invalid syntax", line);
     auto t = make_expr(expr_kind::tuple, line);
     t->items = std::move(args);
     e->items.push_back(std::move(t));
