@@ -17,6 +17,7 @@
 
 #include "process.hpp"
 #include "shared_data.hpp"
+#include "kernel_fixtures.hpp"
 #include <atomic>
 
 namespace fs = std::filesystem;
@@ -24,21 +25,9 @@ using namespace std::chrono_literals;
 using spite::test::background_process;
 using spite::test::run_process;
 using spite::test::shared_path;
+using spite::test::temp_dir;
 
 namespace {
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "spited-test-XXXXXX").string();
-    path = ::mkdtemp(tmpl.data());
-    ::chmod(path.c_str(), 0755);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // The NOTIFY_SOCKET a service manager would own: collects what spited tells systemd.
 struct notify_socket {
@@ -130,15 +119,8 @@ std::string rms_source(const nlohmann::json& d) {
   return {};
 }
 
-// Installs fixture `name` at <kernels>/<where>/<as>.so the way an installer does.
 void install(const fs::path& kernels, const std::string& name, const std::string& where, const std::string& as) {
-  const fs::path dir = kernels / where;
-  fs::create_directories(dir);
-  for (fs::path d = dir; d != kernels; d = d.parent_path()) ::chmod(d.c_str(), 0755);
-  const fs::path tmp = dir / ("." + as + ".tmp");
-  fs::copy_file(fs::path(SPITE_FIXTURE_DIR) / (name + ".so"), tmp, fs::copy_options::overwrite_existing);
-  ::chmod(tmp.c_str(), 0755);
-  fs::rename(tmp, dir / (as + ".so"));
+  spite::test::install_fixture(kernels, SPITE_FIXTURE_DIR, name, where, as);
 }
 
 // Polls spited until rms_norm is served by `want`; the time it took, or -1 ms.
@@ -156,11 +138,11 @@ std::chrono::milliseconds until_rms_is(const fs::path& socket, const std::string
 
 TEST_CASE("spited tells systemd it is ready, reloads on SIGHUP and stops on SIGTERM") {
   temp_dir dir;
-  const fs::path socket = dir.path / "ctl.sock";
-  notify_socket notify(dir.path / "notify");
+  const fs::path socket = dir.path() / "ctl.sock";
+  notify_socket notify(dir.path() / "notify");
   background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
-                        socket.string(), "--kernels", (dir.path / "kernels").string()},
-                       (dir.path / "log").string(), {"NOTIFY_SOCKET=" + notify.path.string(), "WATCHDOG_USEC=400000",
+                        socket.string(), "--kernels", (dir.path() / "kernels").string()},
+                       (dir.path() / "log").string(), {"NOTIFY_SOCKET=" + notify.path.string(), "WATCHDOG_USEC=400000",
                                                      "WATCHDOG_PID=" + std::to_string(::getpid())});
   // WATCHDOG_PID names another process, so spited must not ping (sd_watchdog_enabled checks it).
   REQUIRE(notify.wait_for("READY=1"));
@@ -187,8 +169,8 @@ TEST_CASE("spited tells systemd it is ready, reloads on SIGHUP and stops on SIGT
 
 TEST_CASE("spited pings the watchdog at half its interval") {
   temp_dir dir;
-  notify_socket notify(dir.path / "notify");
-  background_process d({SPITED_PATH, "--socket", (dir.path / "ctl.sock").string()}, (dir.path / "log").string(),
+  notify_socket notify(dir.path() / "notify");
+  background_process d({SPITED_PATH, "--socket", (dir.path() / "ctl.sock").string()}, (dir.path() / "log").string(),
                        {"NOTIFY_SOCKET=" + notify.path.string(), "WATCHDOG_USEC=200000"});
   REQUIRE(notify.wait_for("READY=1"));
   CHECK(notify.wait_for("WATCHDOG=1", 5s));
@@ -196,10 +178,10 @@ TEST_CASE("spited pings the watchdog at half its interval") {
 
 TEST_CASE("bad control lines get errors while other clients keep working") {
   temp_dir dir;
-  const fs::path socket = dir.path / "ctl.sock";
+  const fs::path socket = dir.path() / "ctl.sock";
   background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
                         socket.string()},
-                       (dir.path / "log").string());
+                       (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
   raw_client bad(socket), good(socket);
   bad.send("this is not json\n");
@@ -231,12 +213,12 @@ TEST_CASE("bad control lines get errors while other clients keep working") {
 
 TEST_CASE("kernel libraries added, replaced, broken and removed take effect in a running spited") {
   temp_dir dir;
-  const fs::path socket = dir.path / "ctl.sock", kernels = dir.path / "kernels";
+  const fs::path socket = dir.path() / "ctl.sock", kernels = dir.path() / "kernels";
   fs::create_directories(kernels);
   ::chmod(kernels.c_str(), 0755);
   background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
                         socket.string(), "--kernels", kernels.string()},
-                       (dir.path / "log").string());
+                       (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
   CHECK(rms_source(dispatch_via(socket, "stories")) == "builtin/reference");
 
@@ -271,9 +253,9 @@ TEST_CASE("kernel libraries added, replaced, broken and removed take effect in a
 
 TEST_CASE("spited serves a control socket passed by systemd socket activation") {
   temp_dir dir;
-  const fs::path socket = dir.path / "activated.sock";
+  const fs::path socket = dir.path() / "activated.sock";
   background_process activator({"systemd-socket-activate", "-l", socket.string(), "--fdname=control", SPITED_PATH},
-                               (dir.path / "log").string());
+                               (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
   const auto status = run_process({SPITECTL_PATH, "status", "--socket", socket.string(), "--json"});
   INFO(status.err);
@@ -289,18 +271,18 @@ TEST_CASE("spitectl says when no spited answers") {
 
 TEST_CASE("spited starts from spite.toml and refuses a bad one with file, line and exit code 78") {
   temp_dir dir;
-  const fs::path socket = dir.path / "ctl.sock";
+  const fs::path socket = dir.path() / "ctl.sock";
   {
-    std::ofstream f(dir.path / "spite.toml");
+    std::ofstream f(dir.path() / "spite.toml");
     // Relative paths in the file are relative to the file, so the model's is made absolute.
     f << "[control]\nsocket = \"" << socket.string() << "\"\nmode = \"0600\"\n\n[[model]]\nname = \"tiny\"\npath = \""
       << fs::absolute(shared_path("models/stories260K.gguf")).string() << "\"\n";
   }
   {
-    background_process d({SPITED_PATH, "--config", (dir.path / "spite.toml").string()}, (dir.path / "log").string());
+    background_process d({SPITED_PATH, "--config", (dir.path() / "spite.toml").string()}, (dir.path() / "log").string());
     const bool up = wait_for_file(socket);
     if (!up) {
-      std::ifstream log(dir.path / "log");
+      std::ifstream log(dir.path() / "log");
       FAIL("spited did not start: " << std::string(std::istreambuf_iterator<char>(log), {}));
     }
     struct stat st {};
@@ -311,12 +293,12 @@ TEST_CASE("spited starts from spite.toml and refuses a bad one with file, line a
     CHECK_THAT(models.out, Catch::StartsWith("tiny "));
   }
   {
-    std::ofstream f(dir.path / "bad.toml");
+    std::ofstream f(dir.path() / "bad.toml");
     f << "[server]\nport = 70000\n";
   }
-  const auto bad = run_process({SPITED_PATH, "--config", (dir.path / "bad.toml").string()});
+  const auto bad = run_process({SPITED_PATH, "--config", (dir.path() / "bad.toml").string()});
   CHECK(bad.exit_code == 78);
-  CHECK_THAT(bad.err, Catch::Contains((dir.path / "bad.toml").string() + ":2: [server] port: 70000 is out of range"));
+  CHECK_THAT(bad.err, Catch::Contains((dir.path() / "bad.toml").string() + ":2: [server] port: 70000 is out of range"));
   const auto missing_model = run_process({SPITED_PATH, "--model", "/nonexistent.gguf", "--socket", socket.string()});
   CHECK(missing_model.exit_code == 78);
   CHECK_THAT(missing_model.err, Catch::Contains("/nonexistent.gguf"));
@@ -338,9 +320,9 @@ std::string normalised(std::string out, const std::string& expected) {
 
 TEST_CASE("spitectl run through spited prints what the in-process run prints") {
   temp_dir dir;
-  const fs::path socket = dir.path / "ctl.sock";
+  const fs::path socket = dir.path() / "ctl.sock";
   const std::string model = shared_path("models/stories260K.gguf").string();
-  background_process d({SPITED_PATH, "--model", "stories=" + model, "--socket", socket.string()}, (dir.path / "log").string());
+  background_process d({SPITED_PATH, "--model", "stories=" + model, "--socket", socket.string()}, (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
   const auto via_daemon = run_process({SPITECTL_PATH, "run", "--model", "stories", "--socket", socket.string(), "--prompt",
                                        "Once upon a time", "-n", "48", "--temperature", "0"});
@@ -362,12 +344,12 @@ TEST_CASE("spitectl run through spited prints what the in-process run prints") {
 
 TEST_CASE("8 clients stream at once while kernel plug-ins come and go, and every answer is the reference's", "[slow]") {
   temp_dir dir;
-  const fs::path socket = dir.path / "ctl.sock", kernels = dir.path / "kernels";
+  const fs::path socket = dir.path() / "ctl.sock", kernels = dir.path() / "kernels";
   fs::create_directories(kernels);
   ::chmod(kernels.c_str(), 0755);
   background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
                         socket.string(), "--kernels", kernels.string()},
-                       (dir.path / "log").string());
+                       (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
   const auto golden = spite::test::load_json(shared_path("golden/logits/stories260K.gguf.json"));
   const auto& runs = golden.at("runs");
@@ -436,10 +418,10 @@ TEST_CASE("8 clients stream at once while kernel plug-ins come and go, and every
 
 TEST_CASE("a client that disconnects cancels its request at the next step") {
   temp_dir dir;
-  const fs::path socket = dir.path / "ctl.sock";
+  const fs::path socket = dir.path() / "ctl.sock";
   background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
                         socket.string()},
-                       (dir.path / "log").string());
+                       (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
   {
     raw_client c(socket);
@@ -459,15 +441,15 @@ TEST_CASE("a client that disconnects cancels its request at the next step") {
 
 TEST_CASE("run with chat messages uses the model's template, and a template that cannot be used stops the start") {
   temp_dir dir;
-  const fs::path socket = dir.path / "ctl.sock";
+  const fs::path socket = dir.path() / "ctl.sock";
   const std::string model = fs::absolute(shared_path("models/tiny/tiny-llama3.f32.gguf")).string();
   {
-    std::ofstream f(dir.path / "spite.toml");
+    std::ofstream f(dir.path() / "spite.toml");
     f << "[control]\nsocket = \"" << socket.string() << "\"\n\n[[model]]\nname = \"chat\"\npath = \"" << model
       << "\"\nchat_template = \"chatml\"\n";
   }
   {
-    background_process d({SPITED_PATH, "--config", (dir.path / "spite.toml").string()}, (dir.path / "log").string());
+    background_process d({SPITED_PATH, "--config", (dir.path() / "spite.toml").string()}, (dir.path() / "log").string());
     REQUIRE(wait_for_file(socket));
     raw_client c(socket);
     c.send(R"({"id":1,"cmd":"run","model":"chat","messages":[{"role":"user","content":"Hello"}],"n_predict":4,"temperature":0})"
@@ -483,11 +465,11 @@ TEST_CASE("run with chat messages uses the model's template, and a template that
     CHECK(j.at("result").at("generated").get<int>() >= 1);
   }
   {
-    std::ofstream f(dir.path / "bad.toml");
+    std::ofstream f(dir.path() / "bad.toml");
     f << "[control]\nsocket = \"" << socket.string() << "\"\n\n[[model]]\nname = \"chat\"\npath = \"" << model
       << "\"\nchat_template = \"no_such_variant\"\n";
   }
-  const auto bad = run_process({SPITED_PATH, "--config", (dir.path / "bad.toml").string()});
+  const auto bad = run_process({SPITED_PATH, "--config", (dir.path() / "bad.toml").string()});
   CHECK(bad.exit_code == 78);
   CHECK_THAT(bad.err, Catch::Contains("chat template:"));
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "shared_data.hpp"
+#include "kernel_fixtures.hpp"
 #include "spite/dispatch/dispatcher.hpp"
 #include "spite/dispatch/kernel_watcher.hpp"
 #include "spite/executor/context.hpp"
@@ -24,27 +25,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A private kernel directory with fixtures installed as an installer would.
 struct kernel_dir {
-  fs::path root;
-  kernel_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "spite-watch-XXXXXX").string();
-    root = ::mkdtemp(tmpl.data());
-    ::chmod(root.c_str(), 0755);
-  }
-  ~kernel_dir() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  // Installs fixture `name` as <where>/<as>.so the way an installer does: a temporary file
-  // renamed into place.
+  test::temp_dir dir;
+  const fs::path& root = dir.path();
   void install(const std::string& name, const std::string& where, const std::string& as) {
-    const fs::path dir = root / where;
-    fs::create_directories(dir);
-    for (fs::path d = dir; d != root; d = d.parent_path()) ::chmod(d.c_str(), 0755);
-    const fs::path tmp = dir / ("." + as + ".tmp");
-    fs::copy_file(fs::path(SPITE_FIXTURE_DIR) / (name + ".so"), tmp, fs::copy_options::overwrite_existing);
-    ::chmod(tmp.c_str(), 0755);
-    fs::rename(tmp, dir / (as + ".so"));
+    test::install_fixture(root, SPITE_FIXTURE_DIR, name, where, as);
   }
 };
 
