@@ -1,0 +1,7 @@
+# spite::bus tests: org.spite.Daemon1 on private dbus-daemons (a session bus, and a system bus
+# built from the machine's system.conf with the shipped policy file); they need dbus-daemon.
+find_package(sdbus-c++ 1.2 CONFIG REQUIRED)
+spite_add_catch_test(test_bus
+  SOURCES unit/bus/private_bus.cpp unit/bus/daemon_bus_test.cpp unit/bus/policy_test.cpp
+  DEPS spite::bus SDBusCpp::sdbus-c++)
+target_compile_definitions(test_bus PRIVATE SPITE_DBUS_POLICY="${PROJECT_SOURCE_DIR}/systemd/org.spite.Daemon1.conf")
