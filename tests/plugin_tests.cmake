@@ -51,7 +51,7 @@ endif()
 
 # spited as a real process (control socket, sd_notify, hot reload, socket activation).
 spite_add_catch_test(test_spited HAS_SLOW
-  SOURCES e2e/daemon_test.cpp
+  SOURCES e2e/daemon_test.cpp e2e/daemon_lifecycle_test.cpp
   DEPS nlohmann_json::nlohmann_json)
 target_compile_definitions(test_spited PRIVATE
   SPITED_PATH="$<TARGET_FILE:spited>"

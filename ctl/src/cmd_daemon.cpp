@@ -1,5 +1,6 @@
 // spitectl commands answered by a running spited over its control socket:
-//   status [--json], models [--json], reload, and dispatch -m NAME (see cmd_dispatch.cpp).
+//   status [--json], models [--json], load NAME [--path F], unload NAME, reload, and
+//   dispatch -m NAME (see cmd_dispatch.cpp).
 #include <cstdio>
 #include <iostream>
 
@@ -81,7 +82,8 @@ int run_models(const std::vector<std::string>& argv) {
     return exit_ok;
   }
   for (const auto& m : r.result) {
-    std::printf("%-20s %-10s %-16s %s\n", m.value("name", "").c_str(), m.value("arch", "").c_str(),
+    std::printf("%-20s %-10s %-10s %-16s %s\n", m.value("name", "").c_str(),
+                m.value("loaded", false) ? "loaded" : "available", m.value("arch", "").c_str(),
                 m.value("kernels", "").c_str(), m.value("path", "").c_str());
   }
   return exit_ok;
@@ -92,9 +94,53 @@ int run_reload(const std::vector<std::string>& argv) {
   if (int rc = parse_or_usage(a, argv, "reload", "[--socket PATH]"); rc >= 0) return rc;
   auto r = call_daemon("reload", a, {{"cmd", "reload"}});
   if (r.exit_code != exit_ok) return r.exit_code;
-  std::printf("kernels generation %llu: %zu libraries, %zu refused\n",
+  std::printf("configuration reloaded; kernels generation %llu: %zu libraries, %zu refused\n",
               static_cast<unsigned long long>(r.result.value("generation", 0ULL)), r.result["libraries"].size(),
               r.result["refused"].size());
+  return exit_ok;
+}
+
+int run_load(const std::vector<std::string>& argv) {
+  args a;
+  a.option("--path", "FILE", "a GGUF file to load under NAME (default: NAME's [[model]] path in spite.toml)")
+      .option("--keep-alive", "S", "unload after S idle seconds (-1: never)")
+      .option("--ctx", "N", "context length");
+  if (int rc = parse_or_usage(a, argv, "load", "NAME [--path FILE] [--keep-alive S] [--ctx N] [--socket PATH]"); rc >= 0) {
+    return rc;
+  }
+  if (a.positional().size() != 1) {
+    std::fprintf(stderr, "spitectl load: one model NAME is required\n");
+    return exit_usage;
+  }
+  json req{{"cmd", "load"}, {"model", a.positional()[0]}};
+  if (const auto p = a.get("--path")) req["path"] = std::filesystem::absolute(*p).string();
+  try {
+    if (const auto k = a.get("--keep-alive")) req["keep_alive"] = std::stoll(*k);
+    if (const auto c = a.get("--ctx")) req["n_ctx"] = std::stoi(*c);
+  } catch (const std::exception&) {
+    std::fprintf(stderr, "spitectl load: --keep-alive and --ctx take integers\n");
+    return exit_usage;
+  }
+  auto r = call_daemon("load", a, req);
+  if (r.exit_code != exit_ok) return r.exit_code;
+  std::printf("loaded %s (%s) from %s, memory %llu bytes\n", r.result.value("model", "").c_str(),
+              r.result.value("arch", "").c_str(), r.result.value("path", "").c_str(),
+              static_cast<unsigned long long>(r.result["memory"].value("total", 0ULL)));
+  return exit_ok;
+}
+
+int run_unload(const std::vector<std::string>& argv) {
+  args a;
+  if (int rc = parse_or_usage(a, argv, "unload", "NAME [--socket PATH]"); rc >= 0) return rc;
+  if (a.positional().size() != 1) {
+    std::fprintf(stderr, "spitectl unload: one model NAME is required\n");
+    return exit_usage;
+  }
+  auto r = call_daemon("unload", a, {{"cmd", "unload"}, {"model", a.positional()[0]}});
+  if (r.exit_code != exit_ok) return r.exit_code;
+  const int finishing = r.result.value("requests_finishing", 0);
+  std::printf("unloaded %s%s\n", a.positional()[0].c_str(),
+              finishing > 0 ? (" (" + std::to_string(finishing) + " requests finish first)").c_str() : "");
   return exit_ok;
 }
 

@@ -14,8 +14,11 @@ std::span<const command> all_commands() {
       {"dispatch", "which kernel serves each op of a model here or on a named card", run_dispatch},
       {"verify", "check a kernel library against the reference ops over a sweep of shapes", run_verify},
       {"status", "what the running spited serves: models, kernels, state", run_status},
-      {"models", "the models spited has loaded", run_models},
-      {"reload", "make spited rescan its kernel directories now", run_reload},
+      {"models", "the models spited serves, loaded or on demand", run_models},
+      {"load", "make spited load a model (from spite.toml or a file)", run_load},
+      {"unload", "make spited unload a model once its requests finish", run_unload},
+      {"reload", "make spited reread spite.toml and rescan its kernel directories", run_reload},
+      {"bench", "prefill and decode tokens/s, as fractions of measured bandwidth and peak FLOP/s", run_bench},
   };
   return table;
 }

@@ -1,6 +1,8 @@
 // Rendering of sizes, counts and GGUF metadata values for spitectl's human and JSON output.
 #pragma once
 
+#include "spite/core/bytes.hpp"
+
 #include <cstdint>
 #include <string>
 
@@ -11,7 +13,7 @@
 namespace spite::ctl {
 
 std::string with_thousands(std::uint64_t n);  // 1185376 -> "1,185,376"
-std::string human_bytes(std::uint64_t n);     // 1185376 -> "1.13 MiB"
+using spite::human_bytes;  // 1185376 -> "1.13 MiB"
 std::string human_count(std::uint64_t n);     // 292432 -> "292.43K"
 std::string quoted(std::string_view s);       // "a\nb" with control and invalid bytes escaped
 

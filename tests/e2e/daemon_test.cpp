@@ -18,6 +18,7 @@
 #include "process.hpp"
 #include "shared_data.hpp"
 #include "kernel_fixtures.hpp"
+#include "daemon_support.hpp"
 #include <atomic>
 
 namespace fs = std::filesystem;
@@ -26,84 +27,11 @@ using spite::test::background_process;
 using spite::test::run_process;
 using spite::test::shared_path;
 using spite::test::temp_dir;
+using spite::test::notify_socket;
+using spite::test::raw_client;
+using spite::test::wait_for_file;
 
 namespace {
-
-// The NOTIFY_SOCKET a service manager would own: collects what spited tells systemd.
-struct notify_socket {
-  fs::path path;
-  int fd = -1;
-  std::string received;
-  explicit notify_socket(const fs::path& p) : path(p) {
-    fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, p.c_str(), sizeof addr.sun_path - 1);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  }
-  ~notify_socket() { ::close(fd); }
-  // Reads datagrams until `text` has been received (or `timeout`).
-  bool wait_for(const std::string& text, std::chrono::milliseconds timeout = 20s) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (received.find(text) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n > 0) received.append(buf, static_cast<std::size_t>(n)).append("\n");
-    }
-    return true;
-  }
-};
-
-// A raw control connection, for what spitectl never sends.
-struct raw_client {
-  int fd = -1;
-  std::string buffer;
-  explicit raw_client(const fs::path& socket) {
-    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  }
-  ~raw_client() { ::close(fd); }
-  void send(const std::string& data) {
-    std::string_view rest = data;
-    while (!rest.empty()) {
-      const ssize_t n = ::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL);
-      REQUIRE(n > 0);
-      rest.remove_prefix(static_cast<std::size_t>(n));
-    }
-  }
-  nlohmann::json line() {
-    for (;;) {
-      const auto nl = buffer.find('\n');
-      if (nl != std::string::npos) {
-        auto j = nlohmann::json::parse(buffer.substr(0, nl));
-        buffer.erase(0, nl + 1);
-        return j;
-      }
-      pollfd p{fd, POLLIN, 0};
-      REQUIRE(::poll(&p, 1, 10000) == 1);
-      char buf[4096];
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      REQUIRE(n > 0);
-      buffer.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-};
-
-bool wait_for_file(const fs::path& p, std::chrono::milliseconds timeout = 20s) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (!fs::exists(p)) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
-}
 
 nlohmann::json dispatch_via(const fs::path& socket, const std::string& model) {
   const auto r = run_process({SPITECTL_PATH, "dispatch", "-m", model, "--socket", socket.string(), "--json"});
@@ -199,7 +127,7 @@ TEST_CASE("bad control lines get errors while other clients keep working") {
   bad.send("\n{\"id\":7,\"cmd\":\"dispatch\",\"model\":\"nope\"}\n");
   j = bad.line();
   CHECK(j.at("error").at("code") == "not_found");
-  CHECK_THAT(j.at("error").at("message").get<std::string>(), Catch::Contains("loaded: stories"));
+  CHECK_THAT(j.at("error").at("message").get<std::string>(), Catch::Contains("known: stories"));
 
   good.send("{\"id\":\"a\",\"cmd\":\"status\"}\n");
   j = good.line();
@@ -339,7 +267,7 @@ TEST_CASE("spitectl run through spited prints what the in-process run prints") {
             .out == local.out);
   const auto unknown = run_process({SPITECTL_PATH, "run", "--model", "nope", "--socket", socket.string(), "--prompt", "x"});
   CHECK(unknown.exit_code == 1);
-  CHECK_THAT(unknown.err, Catch::Contains("no model 'nope' is loaded"));
+  CHECK_THAT(unknown.err, Catch::Contains("no model 'nope' (known: stories)"));
 }
 
 TEST_CASE("8 clients stream at once while kernel plug-ins come and go, and every answer is the reference's", "[slow]") {

@@ -221,7 +221,7 @@ class section {
 
 result<void> parse_server(const section& s, server_config& out) {
   SPITE_TRY(s.only_keys({"host", "port", "max_concurrent", "queue_size", "api_keys", "api_key_file",
-                         "max_request_bytes", "max_tokens", "request_timeout_s"}));
+                         "max_request_bytes", "max_tokens", "request_timeout_s", "shutdown_timeout_s"}));
   SPITE_TRY(s.string("host", out.host, false));
   for (char c : out.host) {
     if (c == ' ') return s.fail(s.table().get("host")->source(), "host", quote(out.host) + " contains a space");
@@ -232,6 +232,7 @@ result<void> parse_server(const section& s, server_config& out) {
   SPITE_TRY(s.integer("max_request_bytes", out.max_request_bytes, 1024, std::int64_t{64} << 20));
   SPITE_TRY(s.integer("max_tokens", out.max_tokens, 1, 1 << 20));
   SPITE_TRY(s.integer("request_timeout_s", out.request_timeout_s, 1, 86400));
+  SPITE_TRY(s.integer("shutdown_timeout_s", out.shutdown_timeout_s, 0, 3600));
   SPITE_TRY(s.strings("api_keys", max_api_keys, [&](const toml::node& n, const std::string& key, std::string v) {
     if (const std::string problem = detail::api_key_problem(v); !problem.empty()) {
       return result<void>(s.fail(n.source(), key, "api key " + problem));
@@ -407,7 +408,7 @@ result<void> parse_models(const document& doc, const toml::node& n, std::vector<
 }
 
 result<void> parse_inference(const section& s, inference_config& out) {
-  SPITE_TRY(s.only_keys({"threads", "n_threads", "n_ctx", "batch_size"}));
+  SPITE_TRY(s.only_keys({"threads", "n_threads", "n_ctx", "batch_size", "memory_limit_mib"}));
   if (s.table().get("threads") != nullptr && s.table().get("n_threads") != nullptr) {
     return s.fail(s.table().get("n_threads")->source(), "n_threads", "is an alias of threads; set only one");
   }
@@ -415,6 +416,7 @@ result<void> parse_inference(const section& s, inference_config& out) {
   SPITE_TRY(s.integer("n_threads", out.threads, 0, 1024));
   SPITE_TRY(s.integer("n_ctx", out.n_ctx, 0, 1 << 24));
   SPITE_TRY(s.integer("batch_size", out.batch_size, 1, 65536));
+  SPITE_TRY(s.integer("memory_limit_mib", out.memory_limit_mib, 0, std::int64_t{1} << 40));
   return ok();
 }
 

@@ -228,6 +228,10 @@ struct server::impl {
       if (p[1].revents != 0) return;
       const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
+      // A client that stops reading is dropped after this long instead of holding a request
+      // thread in send() forever.
+      const timeval send_timeout{30, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
       std::string who;
       if (!peer_allowed(fd, who)) {
         log::warn("control socket: refused ", who);

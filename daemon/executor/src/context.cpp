@@ -1,4 +1,5 @@
 #include "spite/executor/context.hpp"
+#include "spite/executor/memory_estimate.hpp"
 
 #include <algorithm>
 
@@ -6,16 +7,8 @@ namespace spite::executor {
 
 result<std::unique_ptr<context>> context::create(const models::model& m, const context_options& options) {
   std::unique_ptr<context> c(new context(m, options.n_threads));
-  const models::hparams& hp = m.hp();
-  c->n_ctx_ = options.n_ctx > 0 ? options.n_ctx : static_cast<std::int32_t>(std::min<std::int64_t>(hp.n_ctx_train, 4096));
-  kv_layout layout;
-  layout.n_layer = hp.n_layer;
-  for (std::int64_t l = 0; l < hp.n_layer; ++l) {
-    layout.k_width.push_back(hp.n_head_kv[static_cast<std::size_t>(l)] * hp.head_dim_k);
-    layout.v_width.push_back(hp.n_head_kv[static_cast<std::size_t>(l)] * hp.head_dim_v);
-  }
-  layout.n_ctx = c->n_ctx_;
-  layout.n_seq_max = options.n_seq_max;
+  const kv_layout layout = kv_layout_for(m, options.n_ctx, options.n_seq_max);
+  c->n_ctx_ = layout.n_ctx;
   auto kv = make_kv_memory(options.kv_kind, layout);
   if (!kv) return std::move(kv).err();
   c->kv_ = std::move(*kv);

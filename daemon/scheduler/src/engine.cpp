@@ -132,7 +132,7 @@ struct engine::impl {
         }
       }
       if (b.size() == 0) continue;
-      auto logits = ctx->decode(b);
+      auto logits = ctx->decode(b, options.loras.get());
       {
         std::lock_guard lock(mutex);
         counters.steps++;

@@ -2,6 +2,7 @@
 // socket, and tells systemd where it stands (READY, STATUS, WATCHDOG, RELOADING, STOPPING).
 //
 //   spited [--config FILE] [--model [NAME=]FILE]... [--socket PATH] [--kernels DIR[:DIR...]] [--threads N]
+//          [--host ADDR] [--port N] [--user]
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -12,6 +13,10 @@
 #include <string>
 
 #include <grp.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
 
 #include "service.hpp"
 #include "spite/config/config.hpp"
@@ -29,11 +34,15 @@ int usage(const char* why) {
   if (why != nullptr) std::fprintf(stderr, "spited: %s\n", why);
   std::fprintf(why ? stderr : stdout,
                "usage: spited [--config FILE] [--model [NAME=]FILE]... [--socket PATH] [--kernels DIR[:DIR...]] [--threads N]\n"
+               "              [--host ADDR] [--port N] [--user]\n"
                "  --config    spite.toml (see config/spite.toml); flags override it\n"
                "  --model     preload a GGUF model (NAME defaults to the file name without .gguf)\n"
                "  --socket    control socket (default $RUNTIME_DIRECTORY/spited.sock, else /run/spite/spited.sock)\n"
                "  --kernels   kernel plug-in directories searched before the default path\n"
-               "  --threads   compute threads (default: all)\n");
+               "  --threads   compute threads (default: all)\n"
+               "  --host      HTTP address (default 127.0.0.1)\n"
+               "  --port      HTTP port (default 8080)\n"
+               "  --user      publish org.spite.Daemon1 on the session bus instead of the system bus\n");
   return why ? exit_usage : 0;
 }
 
@@ -59,20 +68,76 @@ int activated_control_socket() {
   return fd;
 }
 
+struct flags {
+  std::filesystem::path config_path;
+  config::overrides over;
+  std::vector<std::filesystem::path> extra_kernels;
+  std::vector<std::pair<std::string, std::string>> models;  // --model NAME=FILE
+  int threads = -1;
+  bool user_bus = false;
+};
+
+// The configuration file (if any) with the flags over it. A bad file is an error: the caller
+// either refuses to start (exit 78) or, on SIGHUP, keeps the configuration it runs with.
+result<config::daemon_config> read_config(const flags& f) {
+  config::daemon_config cfg = config::default_config();
+  if (!f.config_path.empty()) {
+    auto loaded = config::load_config(f.config_path);
+    if (!loaded) return std::move(loaded).err();
+    cfg = std::move(*loaded);
+  }
+  config::apply_overrides(cfg, f.over);
+  return cfg;
+}
+
+daemon::service_options service_options_from(const config::daemon_config& cfg, const flags& f) {
+  daemon::service_options options;
+  if (!f.models.empty()) {
+    for (const auto& [name, path] : f.models) {
+      options.catalogue.push_back({.name = name, .path = path});
+    }
+  } else {
+    for (const auto& m : cfg.models) {
+      options.catalogue.push_back({.name = m.name, .path = m.path.string(), .chat_template = m.chat_template,
+                                   .n_ctx = static_cast<std::int32_t>(m.n_ctx), .keep_alive_s = m.keep_alive_s,
+                                   .preload = m.preload, .lora = m.lora});
+    }
+  }
+  options.threads = f.threads >= 0 ? f.threads : static_cast<int>(cfg.inference.threads);
+  options.max_concurrent = static_cast<int>(cfg.server.max_concurrent);
+  options.queue_size = static_cast<int>(cfg.server.queue_size);
+  options.n_ctx = static_cast<std::int32_t>(cfg.inference.n_ctx);
+  options.max_tokens = static_cast<std::int32_t>(cfg.server.max_tokens);
+  options.memory_limit = cfg.inference.memory_limit_mib << 20;
+  options.sampling.temperature = cfg.sampling.temperature;
+  options.sampling.top_k = cfg.sampling.top_k;
+  options.sampling.top_p = cfg.sampling.top_p;
+  options.sampling.min_p = cfg.sampling.min_p;
+  options.sampling.repeat_penalty = cfg.sampling.repeat_penalty;
+  if (cfg.sampling.seed) options.sampling.seed = *cfg.sampling.seed;
+  options.kernel_dirs = f.extra_kernels;
+  for (const auto& d : cfg.kernels.dirs) options.kernel_dirs.push_back(d);
+  const auto config_dir =
+      f.config_path.empty() ? std::filesystem::path() : std::filesystem::absolute(f.config_path).parent_path();
+  for (auto& p : dispatch::default_kernel_path(config_dir)) options.kernel_dirs.push_back(std::move(p));
+  return options;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  daemon::service_options options;
-  std::filesystem::path socket_path, config_path;
-  std::vector<std::filesystem::path> extra_kernels;
-  std::vector<std::pair<std::string, std::string>> flag_models;
-  int flag_threads = -1;
+  flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (arg == "--help" || arg == "-h") return usage(nullptr);
+    if (arg == "--user") {
+      f.user_bus = true;
+      continue;
+    }
     const char* v = nullptr;
-    if (arg == "--model" || arg == "--socket" || arg == "--kernels" || arg == "--threads" || arg == "--config") {
+    if (arg == "--model" || arg == "--socket" || arg == "--kernels" || arg == "--threads" || arg == "--config" ||
+        arg == "--port" || arg == "--host") {
       v = value();
       if (v == nullptr) return usage((arg + " needs a value").c_str());
     }
@@ -82,56 +147,38 @@ int main(int argc, char** argv) {
         name = spec.substr(0, eq);
         spec = spec.substr(eq + 1);
       } else {
-        name = std::filesystem::path(spec).stem().string();
+        name = config::model_name_from_path(spec);
       }
-      flag_models.emplace_back(name, spec);
+      if (!config::valid_model_name(name)) return usage(("--model: '" + name + "' is not a valid model name").c_str());
+      f.models.emplace_back(name, spec);
     } else if (arg == "--config") {
-      config_path = v;
+      f.config_path = v;
     } else if (arg == "--socket") {
-      socket_path = v;
+      f.over.socket = std::filesystem::path(v);
+    } else if (arg == "--host") {
+      f.over.host = std::string(v);
+    } else if (arg == "--port") {
+      char* end = nullptr;
+      const long port = std::strtol(v, &end, 10);
+      if (*end != '\0' || port < 1 || port > 65535) return usage("--port must be 1..65535");
+      f.over.port = static_cast<std::uint16_t>(port);
     } else if (arg == "--kernels") {
-      extra_kernels = dispatch::parse_path_list(v);
+      f.extra_kernels = dispatch::parse_path_list(v);
     } else if (arg == "--threads") {
-      flag_threads = std::atoi(v);
+      f.threads = std::atoi(v);
     } else {
       return usage(("unknown argument " + arg).c_str());
     }
   }
   // The configuration file, then the flags over it. A bad file stops here: never half-configured.
-  config::daemon_config cfg = config::default_config();
-  if (!config_path.empty()) {
-    auto loaded = config::load_config(config_path);
-    if (!loaded) {
-      std::fprintf(stderr, "spited: %s\n", loaded.err().message.c_str());
-      return config::exit_config;
-    }
-    cfg = std::move(*loaded);
+  auto cfg_or = read_config(f);
+  if (!cfg_or) {
+    log::error(cfg_or.err().message);
+    return config::exit_config;
   }
+  config::daemon_config cfg = std::move(*cfg_or);
   log::set_level(cfg.log_level);
-  if (!flag_models.empty()) {
-    options.models = flag_models;
-  } else {
-    for (const auto& m : cfg.models) {
-      if (m.preload) options.models.emplace_back(m.name, m.path.string());
-      options.chat_templates[m.name] = m.chat_template;
-    }
-  }
-  options.threads = flag_threads >= 0 ? flag_threads : static_cast<int>(cfg.inference.threads);
-  options.max_concurrent = static_cast<int>(cfg.server.max_concurrent);
-  options.queue_size = static_cast<int>(cfg.server.queue_size);
-  options.n_ctx = static_cast<std::int32_t>(cfg.inference.n_ctx);
-  options.max_tokens = static_cast<std::int32_t>(cfg.server.max_tokens);
-  options.sampling.temperature = cfg.sampling.temperature;
-  options.sampling.top_k = cfg.sampling.top_k;
-  options.sampling.top_p = cfg.sampling.top_p;
-  options.sampling.min_p = cfg.sampling.min_p;
-  options.sampling.repeat_penalty = cfg.sampling.repeat_penalty;
-  if (cfg.sampling.seed) options.sampling.seed = *cfg.sampling.seed;
-  if (socket_path.empty()) socket_path = config_path.empty() ? control::default_socket_path() : cfg.control.socket;
-  options.kernel_dirs = extra_kernels;
-  for (const auto& d : cfg.kernels.dirs) options.kernel_dirs.push_back(d);
-  const auto config_dir = config_path.empty() ? std::filesystem::path() : std::filesystem::absolute(config_path).parent_path();
-  for (auto& p : dispatch::default_kernel_path(config_dir)) options.kernel_dirs.push_back(std::move(p));
+  const std::filesystem::path socket_path = cfg.control.socket;
 
   // Signals are taken synchronously by the main loop; every thread started below inherits the mask.
   sigset_t signals;
@@ -143,11 +190,31 @@ int main(int argc, char** argv) {
 
   daemon::service svc;
   sd_notify(0, "STATUS=loading models");
-  if (auto r = svc.start(options); !r) {
-    std::fprintf(stderr, "spited: %s\n", r.err().message.c_str());
+  if (auto r = svc.start(service_options_from(cfg, f)); !r) {
+    log::error(r.err().message);
     sd_notifyf(0, "STATUS=failed: %s", r.err().message.c_str());
     return exit_config;
   }
+  // SIGHUP and `spitectl reload`: the file is read again; a bad one is refused as a whole and the
+  // running configuration stays.
+  std::mutex reload_mutex;
+  auto reload = [&]() -> result<void> {
+    std::lock_guard lock(reload_mutex);
+    auto next = read_config(f);
+    if (!next) {
+      log::error("reload refused, configuration unchanged: ", next.err().message);
+      return std::move(next).err();
+    }
+    log::set_level(next->log_level);
+    if (next->control.socket != cfg.control.socket || next->server.port != cfg.server.port ||
+        next->server.host != cfg.server.host) {
+      log::warn("reload: [server] host/port and [control] socket take effect at the next restart");
+    }
+    auto r = svc.reload(service_options_from(*next, f));
+    log::info("configuration reloaded", f.config_path.empty() ? "" : " from " + f.config_path.string());
+    return r;
+  };
+  svc.set_reload_handler(reload);
   // Models are loaded: the daemon is running from the first request the socket accepts (with
   // socket activation a client may be waiting already).
   svc.set_state("running");
@@ -157,7 +224,7 @@ int main(int argc, char** argv) {
   if (!cfg.control.group.empty()) {
     const group* g = ::getgrnam(cfg.control.group.c_str());
     if (g == nullptr) {
-      std::fprintf(stderr, "spited: %s: [control] group: no group '%s'\n", config_path.c_str(), cfg.control.group.c_str());
+      log::error(f.config_path.string(), ": [control] group: no group '", cfg.control.group, "'");
       return config::exit_config;
     }
     so.group = g->gr_gid;
@@ -166,7 +233,7 @@ int main(int argc, char** argv) {
   const int activated = activated_control_socket();
   auto server = activated >= 0 ? control::server::adopt(activated, so, handler) : control::server::listen(so, handler);
   if (!server) {
-    std::fprintf(stderr, "spited: %s\n", server.err().message.c_str());
+    log::error(server.err().message);
     return exit_config;
   }
   log::info("spited ready: control socket ", activated >= 0 ? "(socket activation)" : socket_path.string());
@@ -174,24 +241,41 @@ int main(int argc, char** argv) {
 
   std::uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
-  const long tick_ms = watchdog ? static_cast<long>(std::max<std::uint64_t>(watchdog_usec / 2000, 1)) : 200;
+  const long tick_ms = watchdog ? std::min<long>(static_cast<long>(std::max<std::uint64_t>(watchdog_usec / 2000, 1)), 1000) : 200;
   for (;;) {
     timespec timeout{tick_ms / 1000, (tick_ms % 1000) * 1000000L};
     const int sig = sigtimedwait(&signals, nullptr, &timeout);
     if (watchdog) sd_notify(0, "WATCHDOG=1");
     if (sig == SIGHUP) {
-      sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading kernels",
+      sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
                  static_cast<unsigned long long>(monotonic_usec()));
-      svc.reload_kernels();
+      svc.set_state("reloading");
+      (void)reload();
+      svc.set_state("running");
       sd_notify(0, "READY=1\nSTATUS=serving");
     } else if (sig == SIGTERM || sig == SIGINT || svc.shutdown_requested()) {
       break;
     }
+    svc.expire_idle();
   }
-  svc.set_state("stopping");
+  // Stopping: nothing new starts; requests in flight get shutdown_timeout_s to finish, then
+  // they are cancelled and end with an error rather than silently.
   svc.request_shutdown();
+  svc.set_state("stopping");
   sd_notify(0, "STOPPING=1\nSTATUS=stopping");
-  log::info("spited stopping");
-  server->reset();  // answers in flight finish; clients are closed
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.server.shutdown_timeout_s);
+  log::info("spited stopping: ", svc.requests_in_flight(), " requests in flight");
+  while (svc.requests_in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (watchdog) sd_notify(0, "WATCHDOG=1");
+    sd_notifyf(0, "STATUS=stopping: %d requests finishing", svc.requests_in_flight());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (svc.requests_in_flight() > 0) {
+    log::warn("shutdown timeout: cancelling ", svc.requests_in_flight(), " requests");
+    svc.cancel_all();
+    while (svc.requests_in_flight() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  server->reset();  // answers in flight are written; clients are closed
+  log::info("spited stopped");
   return 0;
 }

@@ -40,6 +40,7 @@ struct server_config {
   std::uint64_t max_request_bytes = 1u << 20;  // 1 KiB..64 MiB
   std::uint32_t max_tokens = 4096;             // per request, 1..1<<20
   std::uint32_t request_timeout_s = 600;       // 1..86400
+  std::uint32_t shutdown_timeout_s = 30;       // SIGTERM: how long requests in flight may finish, 0..3600
 };
 
 struct control_config {
@@ -69,6 +70,7 @@ struct inference_config {
   std::uint32_t threads = 0;     // 0: all cores
   std::uint32_t n_ctx = 0;       // 0: the model's default
   std::uint32_t batch_size = 512;
+  std::uint64_t memory_limit_mib = 0;  // models must fit in this; 0: what the machine (or cgroup) has available
 };
 
 struct kernels_config {

@@ -42,6 +42,7 @@ struct engine_options {
   int threads = 0;
   std::int32_t prompt_chunk = 64;  // prompt tokens per sequence per step, so decoding never stalls
   std::shared_ptr<const dispatch::op_table> ops;
+  std::shared_ptr<const models::lora_set> loras;  // applied to every step; null: none
 };
 
 struct engine_stats {

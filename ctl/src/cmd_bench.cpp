@@ -1,0 +1,164 @@
+// spitectl bench: prefill and decode speed of a model with the machine's measured bandwidth and
+// peak FLOP/s, in this process (a GGUF file) or in spited (a loaded model's name).
+//
+//   spitectl bench --model M [-p 512] [-n 128] [-t THREADS] [-r REPS] [--parallel B] [--json]
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "spite/core/bytes.hpp"
+#include "args.hpp"
+#include "commands.hpp"
+#include "spite/bench/bench.hpp"
+#include "spite/control/client.hpp"
+#include "spite/dispatch/dispatcher.hpp"
+#include "spite/dispatch/devices.hpp"
+#include "spite/executor/memory_estimate.hpp"
+#include "spite/models/model.hpp"
+
+namespace spite::ctl {
+namespace {
+
+using nlohmann::json;
+
+int parse_int(const args& a, const char* name, int fallback, int lo, int hi, bool& ok) {
+  const auto v = a.get(name);
+  if (!v) return fallback;
+  try {
+    std::size_t used = 0;
+    const int x = std::stoi(*v, &used);
+    if (used == v->size() && x >= lo && x <= hi) return x;
+  } catch (...) {
+  }
+  std::fprintf(stderr, "spitectl bench: %s must be an integer %d..%d\n", name, lo, hi);
+  ok = false;
+  return fallback;
+}
+
+void print_report(const json& r) {
+  const auto tps = [](const json& s) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f ± %.2f", s.value("median", 0.0), s.value("stddev", 0.0));
+    return std::string(buf);
+  };
+  std::printf("model      : %s (%s, %s, %s)\n", r.value("model", "").c_str(), r.value("arch", "").c_str(),
+              r.value("weight_type", "").c_str(), human_bytes(r.value("weight_bytes", 0ULL)).c_str());
+  std::printf("threads    : %d, repetitions %d, load %.3f s, rss %s\n", r.value("threads", 0), r.value("reps", 0),
+              r.value("load_s", 0.0), human_bytes(r.value("rss_bytes", 0ULL)).c_str());
+  std::printf("machine    : %.1f GB/s memory bandwidth, %.1f GFLOP/s f32 FMA peak (measured now)\n",
+              r.value("bandwidth_gb_per_s", 0.0), r.value("peak_gflop_per_s", 0.0));
+  std::printf("%-12s %18s   %s\n", "test", "tokens/s", "of the machine");
+  if (r.value("n_prompt", 0) > 0) {
+    std::printf("%-12s %18s   %.1f%% of peak FLOP/s\n", ("pp" + std::to_string(r.value("n_prompt", 0))).c_str(),
+                tps(r["pp_tokens_per_s"]).c_str(), 100.0 * r.value("prefill_peak_fraction", 0.0));
+  }
+  if (r.value("n_gen", 0) > 0) {
+    std::string name = "tg" + std::to_string(r.value("n_gen", 0));
+    if (r.value("parallel", 1) > 1) name += " x" + std::to_string(r.value("parallel", 1));
+    std::printf("%-12s %18s   %.1f%% of the bandwidth roofline\n", name.c_str(), tps(r["tg_tokens_per_s"]).c_str(),
+                100.0 * r.value("decode_roofline_fraction", 0.0));
+  }
+}
+
+}  // namespace
+
+int run_bench(const std::vector<std::string>& argv) {
+  args a;
+  a.option("--model", "M", "a GGUF file (benchmarked here), or the name of a model spited has loaded")
+      .option("-p", "N", "prompt tokens for the prefill test (default 512; 0 skips it)")
+      .option("-n", "N", "generated tokens for the decode test (default 128; 0 skips it)")
+      .option("-t", "N", "compute threads (default: all)")
+      .option("-r", "N", "repetitions (default 3); medians and spread are reported")
+      .option("--parallel", "B", "sequences decoding together (default 1): total decode throughput")
+      .option("--socket", "PATH", "spited's control socket, to benchmark a model loaded there")
+      .option("--kernels", "DIRS", "kernel plug-in directories (in this process)")
+      .flag("--reference-kernels", "use only the built-in kernels (in this process)")
+      .flag("--no-probes", "skip the bandwidth and peak FLOP/s probes")
+      .flag("--json", "machine-readable output")
+      .flag("--help", "show this help");
+  auto parsed = a.parse(argv);
+  if (!parsed || a.has("--help") || !a.get("--model")) {
+    if (!parsed) std::fprintf(stderr, "spitectl bench: %s\n", parsed.err().message.c_str());
+    else if (!a.has("--help")) std::fprintf(stderr, "spitectl bench: --model is required\n");
+    std::fprintf(a.has("--help") ? stdout : stderr,
+                 "usage: spitectl bench --model M [-p 512] [-n 128] [-t THREADS] [-r REPS] [--parallel B] [--json]\n%s",
+                 a.help().c_str());
+    return a.has("--help") && parsed ? exit_ok : exit_usage;
+  }
+  bool ok = true;
+  bench::bench_options o;
+  o.n_prompt = parse_int(a, "-p", 512, 0, 1 << 20, ok);
+  o.n_gen = parse_int(a, "-n", 128, 0, 1 << 20, ok);
+  o.threads = parse_int(a, "-t", 0, 0, 1024, ok);
+  o.reps = parse_int(a, "-r", 3, 1, 1000, ok);
+  o.parallel = parse_int(a, "--parallel", 1, 1, 1024, ok);
+  o.probes = !a.has("--no-probes");
+  if (!ok) return exit_usage;
+  const std::string model = *a.get("--model");
+
+  json report;
+  if (!std::filesystem::is_regular_file(model)) {
+    // A model name: spited runs it, with the kernels it dispatches.
+    const std::filesystem::path socket = a.get("--socket") ? std::filesystem::path(*a.get("--socket"))
+                                                           : control::default_socket_path();
+    auto c = control::client::connect(socket);
+    if (!c) {
+      std::fprintf(stderr, "spitectl bench: '%s' is not a file, and %s\n", model.c_str(), c.err().message.c_str());
+      return exit_unreachable;
+    }
+    auto r = (*c)->call({{"cmd", "bench"}, {"model", model}, {"n_prompt", o.n_prompt}, {"n_gen", o.n_gen},
+                         {"threads", o.threads}, {"reps", o.reps}, {"parallel", o.parallel}, {"probes", o.probes}});
+    if (!r) {
+      std::fprintf(stderr, "spitectl bench: %s\n", r.err().message.c_str());
+      return exit_failure;
+    }
+    report = std::move(*r);
+    report["where"] = "spited " + socket.string();
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto file = gguf::file::open(model);
+    if (!file) {
+      std::fprintf(stderr, "spitectl bench: %s\n", file.err().message.c_str());
+      return exit_failure;
+    }
+    auto m = models::load_model(*file);
+    if (!m) {
+      std::fprintf(stderr, "spitectl bench: %s\n", m.err().message.c_str());
+      return exit_failure;
+    }
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Kernels as spited would pick them here, unless told otherwise.
+    if (!a.has("--reference-kernels")) {
+      std::vector<std::filesystem::path> path;
+      if (const auto k = a.get("--kernels")) path = dispatch::parse_path_list(*k);
+      for (auto& p : dispatch::default_kernel_path({})) path.push_back(std::move(p));
+      const dispatch::cpu_features cpu = dispatch::detect_cpu();
+      dispatch::plugin_options po;
+      po.cpu_threads = o.threads > 0 ? o.threads : cpu.threads;
+      auto set = dispatch::kernel_set::scan(path, po);
+      auto [family, name] = models::kernel_identity_of(*file);
+      dispatch::dispatch_target target;
+      target.device = SPITE_DEVICE_CPU;
+      target.archs = cpu.isa_candidates();
+      o.ops = dispatch::dispatcher::create(std::move(set), {family, name}, target)->ops();
+    }
+    auto r = bench::run_bench(*file, **m, o);
+    if (!r) {
+      std::fprintf(stderr, "spitectl bench: %s\n", r.err().message.c_str());
+      return exit_failure;
+    }
+    r->model = std::filesystem::path(model).stem().string();
+    r->load_s = load_s;
+    report = r->to_json();
+    report["where"] = "in-process";
+  }
+  if (a.has("--json")) {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    print_report(report);
+  }
+  return exit_ok;
+}
+
+}  // namespace spite::ctl

@@ -1,0 +1,62 @@
+// `spitectl bench` and spited's `bench` command: prefill (pp) and decode (tg) tokens/s of a model
+// over repetitions, with the machine's memory bandwidth and peak FLOP/s measured in the same run
+// so that decode is reported as a fraction of the bandwidth roofline and prefill as a fraction
+// of peak compute. Figures then compare across machines and across minutes on a shared host.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "spite/core/result.hpp"
+#include "spite/executor/context.hpp"
+#include "spite/gguf/file.hpp"
+
+namespace spite::bench {
+
+struct spread {
+  double median = 0, min = 0, max = 0, mean = 0, stddev = 0;
+  static spread of(std::vector<double> samples);
+};
+
+// Streaming read of a buffer much larger than the caches with `threads` threads: GB/s.
+double measure_bandwidth(int threads, std::size_t bytes = std::size_t{256} << 20);
+// Independent f32 FMA chains on every thread with the widest vectors the CPU has: GFLOP/s.
+double measure_peak_gflops(int threads);
+
+struct bench_options {
+  std::int32_t n_prompt = 512;  // prefill tokens; 0 skips prefill
+  std::int32_t n_gen = 128;     // decoded tokens per sequence; 0 skips decode
+  int threads = 0;              // 0: every hardware thread
+  int reps = 3;
+  int parallel = 1;             // sequences decoding together
+  bool probes = true;           // measure bandwidth and peak FLOP/s too
+  std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in kernels
+  std::function<bool()> cancelled;                // polled between steps
+};
+
+struct bench_report {
+  std::string model, arch, weight_type;
+  std::uint64_t weight_bytes = 0;        // all tensor data
+  std::uint64_t bytes_per_token = 0;     // weights one decode step reads
+  double flops_per_token = 0;            // matmul FLOPs of one prefill token
+  int threads = 0, parallel = 1, reps = 0;
+  std::int32_t n_prompt = 0, n_gen = 0;
+  double load_s = 0;                     // filled by the caller that loaded the model
+  std::uint64_t rss_bytes = 0;
+  spread pp_tps, tg_tps;                 // tokens/s per repetition
+  double bandwidth_gbs = 0, peak_gflops = 0;
+  double decode_roofline = 0, prefill_of_peak = 0;  // fractions, from the medians
+  nlohmann::json to_json() const;
+};
+
+// Runs the benchmark on a fresh context of `m` (its own KV memory; nothing shared with
+// requests). A cancelled run ends with an error saying so.
+result<bench_report> run_bench(const gguf::file& file, const models::model& m, const bench_options& options);
+
+// The resident set of this process, bytes.
+std::uint64_t resident_bytes();
+
+}  // namespace spite::bench

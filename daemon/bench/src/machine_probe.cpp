@@ -1,0 +1,155 @@
+// Machine probes: how fast memory streams and how many f32 FMAs the cores retire. They run in
+// the same command as the model benchmark because on a shared host both change from minute to
+// minute, and only a fraction measured together means anything.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "spite/bench/bench.hpp"
+
+namespace spite::bench {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+int resolve_threads(int threads) {
+  return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// Runs fn(thread) on `threads` threads that start together; returns the wall seconds.
+template <class Fn>
+double run_together(int threads, Fn fn) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      ready++;
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      fn(t);
+    });
+  }
+  while (ready.load() < threads - 1) std::this_thread::yield();
+  const auto t0 = clock_type::now();
+  go.store(true, std::memory_order_release);
+  fn(0);
+  for (auto& th : pool) th.join();
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+__attribute__((target("avx2"))) std::uint64_t sum_avx2(const std::uint64_t* p, std::size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+  }
+  alignas(32) std::uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  std::uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+std::uint64_t sum_generic(const std::uint64_t* p, std::size_t n) {
+  std::uint64_t s0 = 0, s1 = 0;
+  std::size_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    s0 += p[i];
+    s1 += p[i + 1];
+  }
+  if (i < n) s0 += p[i];
+  return s0 + s1;
+}
+
+__attribute__((target("avx512f"))) double fma_avx512(std::int64_t iters) {
+  __m512 acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k) * 1e-3f);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (std::int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
+  }
+  __m512 s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm512_add_ps(s, acc[k]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return static_cast<double>(lanes[0]) * 0 + 12.0 * 16 * 2 * static_cast<double>(iters);
+}
+
+__attribute__((target("avx2,fma"))) double fma_avx2(std::int64_t iters) {
+  __m256 acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_ps(static_cast<float>(k) * 1e-3f);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (std::int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < 12; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+  }
+  __m256 s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm256_add_ps(s, acc[k]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  return static_cast<double>(lanes[0]) * 0 + 12.0 * 8 * 2 * static_cast<double>(iters);
+}
+
+double fma_generic(std::int64_t iters) {
+  float acc[8] = {0, 1e-3f, 2e-3f, 3e-3f, 4e-3f, 5e-3f, 6e-3f, 7e-3f};
+  for (std::int64_t i = 0; i < iters; ++i) {
+    for (float& x : acc) x = x * 0.999999f + 1e-7f;
+  }
+  volatile float sink = acc[0];
+  (void)sink;
+  return 8.0 * 2 * static_cast<double>(iters);
+}
+
+}  // namespace
+
+double measure_bandwidth(int threads, std::size_t bytes) {
+  threads = resolve_threads(threads);
+  const std::size_t n = bytes / sizeof(std::uint64_t);
+  std::unique_ptr<std::uint64_t[]> buf(new (std::align_val_t(64)) std::uint64_t[n]);
+  // Touch every page first (in parallel, so pages land near the threads that read them).
+  const std::size_t slice = (n / static_cast<std::size_t>(threads)) & ~std::size_t{15};
+  run_together(threads, [&](int t) {
+    std::memset(buf.get() + slice * static_cast<std::size_t>(t), 1, slice * sizeof(std::uint64_t));
+  });
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  std::atomic<std::uint64_t> sink{0};
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const double s = run_together(threads, [&](int t) {
+      const std::uint64_t* p = buf.get() + slice * static_cast<std::size_t>(t);
+      sink += avx2 ? sum_avx2(p, slice) : sum_generic(p, slice);
+    });
+    best = std::max(best, static_cast<double>(slice * static_cast<std::size_t>(threads) * sizeof(std::uint64_t)) / s / 1e9);
+  }
+  return best;
+}
+
+double measure_peak_gflops(int threads) {
+  threads = resolve_threads(threads);
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const std::int64_t iters = 4'000'000;
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    std::atomic<double> flops{0};
+    const double s = run_together(threads, [&](int) {
+      const double f = avx512 ? fma_avx512(iters) : avx2 ? fma_avx2(iters) : fma_generic(iters / 8);
+      double cur = flops.load();
+      while (!flops.compare_exchange_weak(cur, cur + f)) {
+      }
+    });
+    best = std::max(best, flops.load() / s / 1e9);
+  }
+  return best;
+}
+
+}  // namespace spite::bench

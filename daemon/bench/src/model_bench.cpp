@@ -1,0 +1,188 @@
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include "spite/bench/bench.hpp"
+#include "spite/gguf/types.hpp"
+
+namespace spite::bench {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+bool is_expert_tensor(std::string_view name) { return name.find("_exps") != std::string_view::npos; }
+
+// What one token costs: the weights a decode step streams, and the matmul FLOPs of one token.
+// The token embedding is read one row at a time, unless the output projection is tied to it;
+// of the experts, only the used ones are read.
+void token_costs(const gguf::file& file, const models::hparams& hp, std::uint64_t& bytes, double& flops) {
+  const bool tied = file.find_tensor("output.weight") == nullptr;
+  const double expert_share =
+      hp.n_expert > 0 ? static_cast<double>(hp.n_expert_used) / static_cast<double>(hp.n_expert) : 1.0;
+  double b = 0, f = 0;
+  for (const auto& t : file.tensors()) {
+    if (t.name == "token_embd.weight" && !tied) continue;
+    const double share = is_expert_tensor(t.name) ? expert_share : 1.0;
+    b += static_cast<double>(t.size) * share;
+    if (t.n_dims >= 2) f += 2.0 * static_cast<double>(t.n_elements()) * share;
+  }
+  bytes = static_cast<std::uint64_t>(b);
+  flops = f;
+}
+
+std::string dominant_type(const gguf::file& file) {
+  std::map<std::string, std::uint64_t> by_type;
+  for (const auto& t : file.tensors()) {
+    if (t.n_dims >= 2) by_type[std::string(gguf::type_name(t.type))] += t.size;
+  }
+  std::string best;
+  std::uint64_t most = 0;
+  for (const auto& [name, bytes] : by_type) {
+    if (bytes > most) {
+      most = bytes;
+      best = name;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+spread spread::of(std::vector<double> v) {
+  spread s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  s.min = v.front();
+  s.max = v.back();
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(n);
+  double var = 0;
+  for (double x : v) var += (x - s.mean) * (x - s.mean);
+  s.stddev = n > 1 ? std::sqrt(var / static_cast<double>(n - 1)) : 0.0;
+  return s;
+}
+
+std::uint64_t resident_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      std::uint64_t kib = 0;
+      in >> kib;
+      return kib * 1024;
+    }
+    std::getline(in, key);
+  }
+  return 0;
+}
+
+result<bench_report> run_bench(const gguf::file& file, const models::model& m, const bench_options& o) {
+  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.reps > 1000 || o.parallel < 1 || o.parallel > 1024 ||
+      o.n_prompt > (1 << 20) || o.n_gen > (1 << 20)) {
+    return make_error(errc::invalid_argument, "bench: -p and -n 0..1048576, -r 1..1000, --parallel 1..1024");
+  }
+  const models::hparams& hp = m.hp();
+  bench_report r;
+  r.arch = hp.arch;
+  r.weight_type = dominant_type(file);
+  for (const auto& t : file.tensors()) r.weight_bytes += t.size;
+  token_costs(file, hp, r.bytes_per_token, r.flops_per_token);
+  r.n_prompt = o.n_prompt;
+  r.n_gen = o.n_gen;
+  r.reps = o.reps;
+  r.parallel = o.parallel;
+  const std::int32_t n_ctx = std::max(o.n_prompt, o.n_gen + 1) + 1;
+  if (n_ctx > hp.n_ctx_train && hp.n_ctx_train > 0) {
+    return make_error(errc::invalid_argument, "bench: " + std::to_string(n_ctx) + " positions exceed the model's context of " +
+                                                  std::to_string(hp.n_ctx_train));
+  }
+  auto ctx = executor::context::create(m, {.n_ctx = n_ctx, .n_threads = o.threads, .n_seq_max = o.parallel, .ops = o.ops});
+  if (!ctx) return std::move(ctx).err();
+  r.threads = (*ctx)->n_threads();
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<std::int32_t> any_token(0, static_cast<std::int32_t>(hp.n_vocab - 1));
+  const auto cancelled = [&] { return o.cancelled && o.cancelled(); };
+  const auto stop = [] { return make_error(errc::busy, "bench cancelled"); };
+  std::vector<double> pp, tg;
+  executor::batch b;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    if (o.n_prompt > 0) {
+      (*ctx)->memory().clear();
+      const auto t0 = clock_type::now();
+      for (std::int32_t done = 0; done < o.n_prompt;) {
+        const std::int32_t n = std::min<std::int32_t>(512, o.n_prompt - done);
+        b.clear();
+        for (std::int32_t i = 0; i < n; ++i) b.add(any_token(rng), done + i, 0, done + i + 1 == o.n_prompt);
+        if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
+        done += n;
+        if (cancelled()) return stop();
+      }
+      pp.push_back(static_cast<double>(o.n_prompt) / seconds_since(t0));
+    }
+    if (o.n_gen > 0) {
+      (*ctx)->memory().clear();
+      // Every sequence starts from one token; then each step decodes one token of each.
+      b.clear();
+      for (int s = 0; s < o.parallel; ++s) b.add(any_token(rng), 0, s, true);
+      if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
+      const auto t0 = clock_type::now();
+      for (std::int32_t step = 1; step <= o.n_gen; ++step) {
+        b.clear();
+        for (int s = 0; s < o.parallel; ++s) b.add(any_token(rng), step, s, true);
+        if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
+        if (cancelled()) return stop();
+      }
+      tg.push_back(static_cast<double>(o.n_gen) * o.parallel / seconds_since(t0));
+    }
+  }
+  r.pp_tps = spread::of(pp);
+  r.tg_tps = spread::of(tg);
+  r.rss_bytes = resident_bytes();
+  if (o.probes) {
+    r.bandwidth_gbs = measure_bandwidth(r.threads);
+    r.peak_gflops = measure_peak_gflops(r.threads);
+    // All sequences of a step share one pass over the weights.
+    if (r.bandwidth_gbs > 0) {
+      r.decode_roofline = r.tg_tps.median / o.parallel * static_cast<double>(r.bytes_per_token) / (r.bandwidth_gbs * 1e9);
+    }
+    if (r.peak_gflops > 0) r.prefill_of_peak = r.pp_tps.median * r.flops_per_token / (r.peak_gflops * 1e9);
+  }
+  return r;
+}
+
+nlohmann::json bench_report::to_json() const {
+  const auto sp = [](const spread& s) {
+    return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"stddev", s.stddev}};
+  };
+  return {{"model", model},
+          {"arch", arch},
+          {"weight_type", weight_type},
+          {"weight_bytes", weight_bytes},
+          {"bytes_per_token", bytes_per_token},
+          {"flops_per_token", flops_per_token},
+          {"threads", threads},
+          {"parallel", parallel},
+          {"reps", reps},
+          {"n_prompt", n_prompt},
+          {"n_gen", n_gen},
+          {"load_s", load_s},
+          {"rss_bytes", rss_bytes},
+          {"pp_tokens_per_s", sp(pp_tps)},
+          {"tg_tokens_per_s", sp(tg_tps)},
+          {"bandwidth_gb_per_s", bandwidth_gbs},
+          {"peak_gflop_per_s", peak_gflops},
+          {"decode_roofline_fraction", decode_roofline},
+          {"prefill_peak_fraction", prefill_of_peak}};
+}
+
+}  // namespace spite::bench
