@@ -231,16 +231,10 @@ void service::load_command(const json& request, control::responder& out) {
     return out.error(codes::bad_request, "\"model\" (a model name) is required");
   }
   const std::string name = request["model"].get<std::string>();
-  std::optional<model_spec> spec = find_spec(name);
+  result<model_spec> spec = make_error(errc::internal, "");
   try {
-    if (request.contains("path")) {
-      if (!config::valid_model_name(name)) {
-        return out.error(codes::bad_request, "'" + name + "' is not a valid model name ([A-Za-z0-9._:-], 1 to 64)");
-      }
-      if (!spec) spec = model_spec{.name = name};
-      spec->path = request["path"].get<std::string>();
-    }
-    if (!spec) return out.error(codes::not_found, "no model '" + name + "' is configured; give \"path\" to load a file");
+    spec = spec_for(name, request.contains("path") ? request["path"].get<std::string>() : std::string());
+    if (!spec) return out.error(code_of(spec.err()), spec.err().message);
     spec->keep_alive_s = request.value("keep_alive", spec->keep_alive_s);
     spec->n_ctx = request.value("n_ctx", spec->n_ctx);
   } catch (const json::exception& e) {

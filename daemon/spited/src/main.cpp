@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "service.hpp"
+#include "spite/bus/daemon_bus.hpp"
 #include "spite/config/config.hpp"
 #include "spite/control/client.hpp"
 #include "spite/core/log.hpp"
@@ -215,6 +216,44 @@ int main(int argc, char** argv) {
     return r;
   };
   svc.set_reload_handler(reload);
+
+  // org.spite.Daemon1 on the system bus (the session bus with --user). Without a bus the daemon
+  // says so once and serves on.
+  bus::daemon_callbacks calls;
+  calls.version = [] { return std::string(SPITE_VERSION); };
+  calls.state = [&svc] { return svc.state(); };
+  calls.models = [&svc] { return svc.loaded_models(); };
+  calls.load_model = [&svc](const std::string& name, const std::string& path) -> result<void> {
+    auto spec = svc.spec_for(name, path);
+    if (!spec) return std::move(spec).err();
+    auto m = svc.load(*spec, true);
+    if (!m) return std::move(m).err();
+    return ok();
+  };
+  calls.unload_model = [&svc](const std::string& name) -> result<void> {
+    auto r = svc.unload(name);
+    if (!r) return std::move(r).err();
+    return ok();
+  };
+  calls.reload = reload;
+  auto connected = bus::daemon_bus::connect({.user_bus = f.user_bus}, calls);
+  std::unique_ptr<bus::daemon_bus> dbus;
+  if (connected) {
+    dbus = std::move(*connected);
+    log::info("D-Bus: ", bus::service_name, " on the ", f.user_bus ? "session" : "system", " bus as ", dbus->unique_name());
+    bus::daemon_bus* b = dbus.get();
+    svc.set_events({.model_loaded = [b](const std::string& n) { b->model_loaded(n); b->models_changed(); },
+                    .model_unloaded = [b](const std::string& n) { b->model_unloaded(n); b->models_changed(); },
+                    .kernels_changed =
+                        [b](const dispatch::kernel_change& c) {
+                          std::vector<std::pair<std::string, std::string>> refused;
+                          for (const auto& r : c.refused) refused.emplace_back(r.path.string(), r.reason);
+                          b->kernels_changed(c.generation, c.added, c.replaced, c.removed, refused);
+                        },
+                    .state_changed = [b] { b->state_changed(); }});
+  } else {
+    log::info("D-Bus: not published (", connected.err().message, ")");
+  }
   // Models are loaded: the daemon is running from the first request the socket accepts (with
   // socket activation a client may be waiting already).
   svc.set_state("running");
@@ -276,6 +315,8 @@ int main(int argc, char** argv) {
     while (svc.requests_in_flight() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   server->reset();  // answers in flight are written; clients are closed
+  svc.set_events({});
+  dbus.reset();
   log::info("spited stopped");
   return 0;
 }

@@ -85,7 +85,22 @@ service::~service() {
   models_.clear();
 }
 
-void service::set_events(service_events events) { events_ = std::move(events); }
+void service::set_events(service_events events) {
+  std::lock_guard lock(events_mutex_);
+  events_ = std::move(events);
+}
+
+service_events service::events() {
+  std::lock_guard lock(events_mutex_);
+  return events_;
+}
+
+std::vector<std::string> service::loaded_models() {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> names;
+  for (const auto& [name, m] : models_) names.push_back(name);
+  return names;
+}
 
 std::string service::state() {
   std::lock_guard lock(mutex_);
@@ -97,7 +112,7 @@ void service::set_state(std::string s) {
     std::lock_guard lock(mutex_);
     state_ = std::move(s);
   }
-  if (events_.state_changed) events_.state_changed();
+  if (auto e = events(); e.state_changed) e.state_changed();
 }
 
 void service::request_shutdown() { shutdown_requested_ = true; }
@@ -224,7 +239,7 @@ result<std::shared_ptr<loaded_model>> service::load(const model_spec& spec, bool
   }
   log::info("model ", spec.name, " loaded from ", spec.path, " (", m->model->arch(), ", kernels ", family, "/", model_name,
             ", memory ", m->memory.describe(), on_demand ? ", on demand" : "", ")");
-  if (events_.model_loaded) events_.model_loaded(spec.name);
+  if (auto e = events(); e.model_loaded) e.model_loaded(spec.name);
   return m;
 }
 
@@ -239,8 +254,21 @@ result<int> service::unload(const std::string& name) {
   }
   const int running = m->in_flight.load();
   log::info("model ", name, " unloaded", running > 0 ? " (" + std::to_string(running) + " requests finish first)" : "");
-  if (events_.model_unloaded) events_.model_unloaded(name);
+  if (auto e = events(); e.model_unloaded) e.model_unloaded(name);
   return running;
+}
+
+result<model_spec> service::spec_for(const std::string& name, const std::string& path) {
+  std::optional<model_spec> spec = find_spec(name);
+  if (!path.empty()) {
+    if (!config::valid_model_name(name)) {
+      return make_error(errc::invalid_argument, "'" + name + "' is not a valid model name ([A-Za-z0-9._:-], 1 to 64)");
+    }
+    if (!spec) spec = model_spec{.name = name};
+    spec->path = path;
+  }
+  if (!spec) return make_error(errc::not_found, "no model '" + name + "' is configured; give \"path\" to load a file");
+  return *spec;
 }
 
 result<model_lease> service::acquire(const std::string& name) {
@@ -331,7 +359,8 @@ void service::use_generation(std::shared_ptr<const dispatch::kernel_set> set, co
       if (kernel_events_.size() > 32) kernel_events_.erase(kernel_events_.begin());
     }
   }
-  if (change != nullptr && !change->empty() && events_.kernels_changed) events_.kernels_changed(*change);
+  if (change == nullptr || change->empty()) return;
+  if (auto e = events(); e.kernels_changed) e.kernels_changed(*change);
 }
 
 void service::attach_kernels(loaded_model& m) {

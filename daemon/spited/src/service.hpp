@@ -98,7 +98,8 @@ class service {
  public:
   ~service();
   result<void> start(const service_options& options);
-  void set_events(service_events events);
+  void set_events(service_events events);  // set_events({}) before what the hooks use goes away
+  std::vector<std::string> loaded_models();
   void handle(const nlohmann::json& request, control::responder& out);
 
   // Loads a model now (memory estimate first), or returns the one already loaded under that name.
@@ -106,6 +107,8 @@ class service {
   // Takes the model out of service; requests running on it finish first. Returns how many were
   // still running.
   result<int> unload(const std::string& name);
+  // The spec to load `name`: its [[model]] table, or `path` (a GGUF file) under that name.
+  result<model_spec> spec_for(const std::string& name, const std::string& path);
   // A lease on a loaded model, loading a catalogued one on demand.
   result<model_lease> acquire(const std::string& name);
   // Unloads on-demand models idle for longer than their keep_alive. Called by the main loop.
@@ -140,6 +143,8 @@ class service {
   std::uint64_t memory_in_use();
 
   service_options options_;
+  service_events events();  // a copy, so hooks run without any lock held
+  std::mutex events_mutex_;
   service_events events_;
   std::function<result<void>()> reload_handler_;
 
