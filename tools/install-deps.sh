@@ -8,6 +8,7 @@ packages=(
   catch2 nlohmann-json3-dev libtomlplusplus-dev libpcre2-dev
   libboost1.81-dev libsystemd-dev libsdbus-c++-dev libze-dev
   clang-14 libclang-rt-14-dev dbus-daemon
+  systemd-container debootstrap
 )
 
 missing=()
