@@ -42,7 +42,7 @@ TEST_CASE("spited publishes org.spite.Daemon1: models, methods and signals", "[b
   const fs::path kernels = dir.path() / "kernels";
   fs::create_directories(kernels);
   notify_socket notify(dir.path() / "notify");
-  background_process d({SPITED_PATH, "--user", "--model", "stories=" + shared_path("models/stories260K.gguf").string(),
+  background_process d({SPITED_PATH, "--port", "0", "--user", "--model", "stories=" + shared_path("models/stories260K.gguf").string(),
                         "--socket", (dir.path() / "ctl.sock").string(), "--kernels", kernels.string()},
                        (dir.path() / "log").string(),
                        {"NOTIFY_SOCKET=" + notify.path.string(), "DBUS_SESSION_BUS_ADDRESS=" + dbus.address()});
@@ -91,7 +91,7 @@ TEST_CASE("spited publishes org.spite.Daemon1: models, methods and signals", "[b
 TEST_CASE("spited without a reachable bus logs one line and serves on", "[bus]") {
   temp_dir dir;
   notify_socket notify(dir.path() / "notify");
-  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+  background_process d({SPITED_PATH, "--port", "0", "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
                         (dir.path() / "ctl.sock").string()},
                        (dir.path() / "log").string(),
                        {"NOTIFY_SOCKET=" + notify.path.string(),

@@ -98,7 +98,7 @@ struct daemon_under_test {
   std::unique_ptr<background_process> process;
   explicit daemon_under_test(const std::function<std::string(const fs::path& dir)>& make_config) {
     write_file(config, make_config(dir.path()));
-    process = std::make_unique<background_process>(std::vector<std::string>{SPITED_PATH, "--config", config.string()},
+    process = std::make_unique<background_process>(std::vector<std::string>{SPITED_PATH, "--port", "0", "--config", config.string()},
                                                    (dir.path() / "log").string(),
                                                    std::vector<std::string>{"NOTIFY_SOCKET=" + notify.path.string()});
     REQUIRE(notify.wait_for("READY=1"));

@@ -68,7 +68,7 @@ TEST_CASE("spited tells systemd it is ready, reloads on SIGHUP and stops on SIGT
   temp_dir dir;
   const fs::path socket = dir.path() / "ctl.sock";
   notify_socket notify(dir.path() / "notify");
-  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+  background_process d({SPITED_PATH, "--port", "0", "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
                         socket.string(), "--kernels", (dir.path() / "kernels").string()},
                        (dir.path() / "log").string(), {"NOTIFY_SOCKET=" + notify.path.string(), "WATCHDOG_USEC=400000",
                                                      "WATCHDOG_PID=" + std::to_string(::getpid())});
@@ -98,7 +98,7 @@ TEST_CASE("spited tells systemd it is ready, reloads on SIGHUP and stops on SIGT
 TEST_CASE("spited pings the watchdog at half its interval") {
   temp_dir dir;
   notify_socket notify(dir.path() / "notify");
-  background_process d({SPITED_PATH, "--socket", (dir.path() / "ctl.sock").string()}, (dir.path() / "log").string(),
+  background_process d({SPITED_PATH, "--port", "0", "--socket", (dir.path() / "ctl.sock").string()}, (dir.path() / "log").string(),
                        {"NOTIFY_SOCKET=" + notify.path.string(), "WATCHDOG_USEC=200000"});
   REQUIRE(notify.wait_for("READY=1"));
   CHECK(notify.wait_for("WATCHDOG=1", 5s));
@@ -107,7 +107,7 @@ TEST_CASE("spited pings the watchdog at half its interval") {
 TEST_CASE("bad control lines get errors while other clients keep working") {
   temp_dir dir;
   const fs::path socket = dir.path() / "ctl.sock";
-  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+  background_process d({SPITED_PATH, "--port", "0", "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
                         socket.string()},
                        (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
@@ -144,7 +144,7 @@ TEST_CASE("kernel libraries added, replaced, broken and removed take effect in a
   const fs::path socket = dir.path() / "ctl.sock", kernels = dir.path() / "kernels";
   fs::create_directories(kernels);
   ::chmod(kernels.c_str(), 0755);
-  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+  background_process d({SPITED_PATH, "--port", "0", "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
                         socket.string(), "--kernels", kernels.string()},
                        (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
@@ -182,7 +182,7 @@ TEST_CASE("kernel libraries added, replaced, broken and removed take effect in a
 TEST_CASE("spited serves a control socket passed by systemd socket activation") {
   temp_dir dir;
   const fs::path socket = dir.path() / "activated.sock";
-  background_process activator({"systemd-socket-activate", "-l", socket.string(), "--fdname=control", SPITED_PATH},
+  background_process activator({"systemd-socket-activate", "-l", socket.string(), "--fdname=control", SPITED_PATH, "--port", "0"},
                                (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
   const auto status = run_process({SPITECTL_PATH, "status", "--socket", socket.string(), "--json"});
@@ -207,7 +207,7 @@ TEST_CASE("spited starts from spite.toml and refuses a bad one with file, line a
       << fs::absolute(shared_path("models/stories260K.gguf")).string() << "\"\n";
   }
   {
-    background_process d({SPITED_PATH, "--config", (dir.path() / "spite.toml").string()}, (dir.path() / "log").string());
+    background_process d({SPITED_PATH, "--port", "0", "--config", (dir.path() / "spite.toml").string()}, (dir.path() / "log").string());
     const bool up = wait_for_file(socket);
     if (!up) {
       std::ifstream log(dir.path() / "log");
@@ -224,10 +224,10 @@ TEST_CASE("spited starts from spite.toml and refuses a bad one with file, line a
     std::ofstream f(dir.path() / "bad.toml");
     f << "[server]\nport = 70000\n";
   }
-  const auto bad = run_process({SPITED_PATH, "--config", (dir.path() / "bad.toml").string()});
+  const auto bad = run_process({SPITED_PATH, "--port", "0", "--config", (dir.path() / "bad.toml").string()});
   CHECK(bad.exit_code == 78);
   CHECK_THAT(bad.err, Catch::Contains((dir.path() / "bad.toml").string() + ":2: [server] port: 70000 is out of range"));
-  const auto missing_model = run_process({SPITED_PATH, "--model", "/nonexistent.gguf", "--socket", socket.string()});
+  const auto missing_model = run_process({SPITED_PATH, "--port", "0", "--model", "/nonexistent.gguf", "--socket", socket.string()});
   CHECK(missing_model.exit_code == 78);
   CHECK_THAT(missing_model.err, Catch::Contains("/nonexistent.gguf"));
 }
@@ -250,7 +250,7 @@ TEST_CASE("spitectl run through spited prints what the in-process run prints") {
   temp_dir dir;
   const fs::path socket = dir.path() / "ctl.sock";
   const std::string model = shared_path("models/stories260K.gguf").string();
-  background_process d({SPITED_PATH, "--model", "stories=" + model, "--socket", socket.string()}, (dir.path() / "log").string());
+  background_process d({SPITED_PATH, "--port", "0", "--model", "stories=" + model, "--socket", socket.string()}, (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
   const auto via_daemon = run_process({SPITECTL_PATH, "run", "--model", "stories", "--socket", socket.string(), "--prompt",
                                        "Once upon a time", "-n", "48", "--temperature", "0"});
@@ -275,7 +275,7 @@ TEST_CASE("8 clients stream at once while kernel plug-ins come and go, and every
   const fs::path socket = dir.path() / "ctl.sock", kernels = dir.path() / "kernels";
   fs::create_directories(kernels);
   ::chmod(kernels.c_str(), 0755);
-  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+  background_process d({SPITED_PATH, "--port", "0", "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
                         socket.string(), "--kernels", kernels.string()},
                        (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
@@ -347,7 +347,7 @@ TEST_CASE("8 clients stream at once while kernel plug-ins come and go, and every
 TEST_CASE("a client that disconnects cancels its request at the next step") {
   temp_dir dir;
   const fs::path socket = dir.path() / "ctl.sock";
-  background_process d({SPITED_PATH, "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+  background_process d({SPITED_PATH, "--port", "0", "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
                         socket.string()},
                        (dir.path() / "log").string());
   REQUIRE(wait_for_file(socket));
@@ -377,7 +377,7 @@ TEST_CASE("run with chat messages uses the model's template, and a template that
       << "\"\nchat_template = \"chatml\"\n";
   }
   {
-    background_process d({SPITED_PATH, "--config", (dir.path() / "spite.toml").string()}, (dir.path() / "log").string());
+    background_process d({SPITED_PATH, "--port", "0", "--config", (dir.path() / "spite.toml").string()}, (dir.path() / "log").string());
     REQUIRE(wait_for_file(socket));
     raw_client c(socket);
     c.send(R"({"id":1,"cmd":"run","model":"chat","messages":[{"role":"user","content":"Hello"}],"n_predict":4,"temperature":0})"
@@ -397,7 +397,7 @@ TEST_CASE("run with chat messages uses the model's template, and a template that
     f << "[control]\nsocket = \"" << socket.string() << "\"\n\n[[model]]\nname = \"chat\"\npath = \"" << model
       << "\"\nchat_template = \"no_such_variant\"\n";
   }
-  const auto bad = run_process({SPITED_PATH, "--config", (dir.path() / "bad.toml").string()});
+  const auto bad = run_process({SPITED_PATH, "--port", "0", "--config", (dir.path() / "bad.toml").string()});
   CHECK(bad.exit_code == 78);
   CHECK_THAT(bad.err, Catch::Contains("chat template:"));
 }

@@ -27,6 +27,7 @@ const char* error_kind(errc code) {
     case errc::out_of_range: return "OutOfRange";
     case errc::busy: return "Busy";
     case errc::internal: return "Failed";
+    case errc::unavailable: return "Unavailable";
   }
   return "Failed";
 }

@@ -12,6 +12,7 @@ const char* errc_name(errc code) noexcept {
     case errc::out_of_range: return "out of range";
     case errc::busy: return "busy";
     case errc::internal: return "internal error";
+    case errc::unavailable: return "unavailable";
   }
   return "unknown error";
 }

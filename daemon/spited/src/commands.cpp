@@ -53,7 +53,7 @@ json service::models_json() {
   for (const auto& [name, m] : models_) {
     const auto st = m->engine->stats();
     out.push_back({{"name", name}, {"path", m->spec.path}, {"arch", m->model->arch()}, {"loaded", true},
-                   {"on_demand", m->on_demand}, {"keep_alive_s", m->spec.keep_alive_s}, {"in_flight", m->in_flight.load()},
+                   {"on_demand", m->on_demand}, {"keep_alive_s", m->spec.keep_alive_s}, {"n_ctx", m->engine->n_ctx()}, {"in_flight", m->in_flight.load()},
                    {"kernels", m->identity.family + "/" + m->identity.model},
                    {"memory", {{"weights", m->memory.weights}, {"kv", m->memory.kv}, {"scratch", m->memory.scratch},
                                {"total", m->memory.total()}}},
@@ -63,7 +63,25 @@ json service::models_json() {
   // Configured models that are not in memory now (loaded on first use).
   for (const auto& s : options_.catalogue) {
     if (models_.count(s.name)) continue;
-    out.push_back({{"name", s.name}, {"path", s.path}, {"loaded", false}, {"keep_alive_s", s.keep_alive_s}});
+    out.push_back({{"name", s.name}, {"path", s.path}, {"loaded", false}, {"preload", s.preload}, {"keep_alive_s", s.keep_alive_s}});
+  }
+  return out;
+}
+
+json service::engine_stats_json() {
+  std::lock_guard lock(mutex_);
+  json out = json::array();
+  for (const auto& [name, m] : models_) {
+    const auto st = m->engine->stats();
+    json ops = json::array();
+    for (const auto& op : models::plan_ops(m->file, m->model->hp(), m->kernels->target())) {
+      const dispatch::dispatch_choice& c = m->kernels->resolve(op.signature);
+      ops.push_back({{"op", op.label}, {"source", c.source}, {"kernel", c.kernel_name}});
+    }
+    out.push_back({{"model", name}, {"active", st.active}, {"queued", st.queued}, {"steps", st.steps},
+                   {"tokens", st.tokens}, {"sequences_in_steps", st.sequences_in_steps},
+                   {"max_sequences_in_step", st.max_sequences_in_step}, {"kv_bytes_max", m->memory.kv},
+                   {"in_flight", m->in_flight.load()}, {"kernels", ops}});
   }
   return out;
 }
@@ -81,6 +99,7 @@ json service::status_json() {
           {"pid", ::getpid()},
           {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()},
           {"requests_in_flight", in_flight_.load()},
+          {"http", http_address_},
           {"memory", {{"limit", options_.memory_limit}, {"available", available_memory()}}},
           {"models", models},
           {"kernels", {{"generation", kernels_->generation()}, {"dirs", dirs}, {"libraries", libs},

@@ -15,11 +15,15 @@
 #include <grp.h>
 
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "service.hpp"
 #include "spite/bus/daemon_bus.hpp"
+#include "http_backend.hpp"
+#include "spite/server/http_server.hpp"
+#include "spite/server/openai.hpp"
 #include "spite/config/config.hpp"
 #include "spite/control/client.hpp"
 #include "spite/core/log.hpp"
@@ -42,7 +46,7 @@ int usage(const char* why) {
                "  --kernels   kernel plug-in directories searched before the default path\n"
                "  --threads   compute threads (default: all)\n"
                "  --host      HTTP address (default 127.0.0.1)\n"
-               "  --port      HTTP port (default 8080)\n"
+               "  --port      HTTP port (default 8080; 0: any free port, shown by spitectl status)\n"
                "  --user      publish org.spite.Daemon1 on the session bus instead of the system bus\n");
   return why ? exit_usage : 0;
 }
@@ -53,20 +57,22 @@ std::uint64_t monotonic_usec() {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000u + static_cast<std::uint64_t>(ts.tv_nsec) / 1000u;
 }
 
-// The control socket systemd passed (LISTEN_FDNAMES "control"), or -1.
-int activated_control_socket() {
+// The sockets systemd passed, by LISTEN_FDNAMES ("control", "http"). A single unnamed socket is
+// the control socket.
+std::map<std::string, int> activated_sockets() {
   char** names = nullptr;
   const int n = sd_listen_fds_with_names(1, &names);
-  int fd = -1;
+  std::map<std::string, int> out;
   for (int i = 0; i < n; ++i) {
-    const bool control = names != nullptr && names[i] != nullptr && std::strcmp(names[i], "control") == 0;
-    if (control || (n == 1 && fd < 0)) fd = SD_LISTEN_FDS_START + i;
+    std::string name = names != nullptr && names[i] != nullptr ? names[i] : "";
+    if (name != "http" && name != "control") name = n == 1 ? "control" : name;
+    out.emplace(name, SD_LISTEN_FDS_START + i);
   }
   if (names != nullptr) {
     for (int i = 0; i < n; ++i) std::free(names[i]);
     std::free(names);
   }
-  return fd;
+  return out;
 }
 
 struct flags {
@@ -161,7 +167,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--port") {
       char* end = nullptr;
       const long port = std::strtol(v, &end, 10);
-      if (*end != '\0' || port < 1 || port > 65535) return usage("--port must be 1..65535");
+      if (*end != '\0' || port < 0 || port > 65535) return usage("--port must be 0..65535 (0: any free port)");
       f.over.port = static_cast<std::uint16_t>(port);
     } else if (arg == "--kernels") {
       f.extra_kernels = dispatch::parse_path_list(v);
@@ -269,13 +275,46 @@ int main(int argc, char** argv) {
     so.group = g->gr_gid;
   }
   auto handler = [&svc](const nlohmann::json& req, control::responder& out) { svc.handle(req, out); };
-  const int activated = activated_control_socket();
-  auto server = activated >= 0 ? control::server::adopt(activated, so, handler) : control::server::listen(so, handler);
+  const auto activated = activated_sockets();
+  const auto control_fd = activated.find("control");
+  auto server = control_fd != activated.end() ? control::server::adopt(control_fd->second, so, handler)
+                                              : control::server::listen(so, handler);
   if (!server) {
     log::error(server.err().message);
     return exit_config;
   }
-  log::info("spited ready: control socket ", activated >= 0 ? "(socket activation)" : socket_path.string());
+
+  // The OpenAI API: its own I/O threads, requests handed to the same service.
+  server::api_options api;
+  api.api_keys = cfg.server.api_keys;
+  api.max_tokens = static_cast<std::int32_t>(cfg.server.max_tokens);
+  api.version = SPITE_VERSION;
+  {
+    const auto defaults = service_options_from(cfg, f).sampling;
+    api.defaults = defaults;
+    api.default_seed_fixed = cfg.sampling.seed.has_value();
+  }
+  auto openai = std::make_shared<server::openai_api>(std::make_shared<daemon::http_backend>(svc), api);
+  server::http_options ho;
+  ho.host = cfg.server.host;
+  ho.port = cfg.server.port;
+  ho.max_body = cfg.server.max_request_bytes;
+  ho.max_connections = std::max<int>(64, static_cast<int>(cfg.server.max_concurrent + cfg.server.queue_size) * 4);
+  auto route = [openai](const server::http_request& r, std::shared_ptr<server::http_responder> out) {
+    openai->handle(r, std::move(out));
+  };
+  const auto http_fd = activated.find("http");
+  auto http = http_fd != activated.end() ? server::http_server::adopt(http_fd->second, ho, route)
+                                         : server::http_server::listen(ho, route);
+  if (!http) {
+    log::error(http.err().message);
+    return exit_config;
+  }
+  openai->set_transport([h = http->get()] { return h->stats(); });
+  svc.set_http_address(cfg.server.host + ":" + std::to_string((*http)->port()));
+  log::info("spited ready: control socket ", control_fd != activated.end() ? "(socket activation)" : socket_path.string(),
+            ", HTTP ", http_fd != activated.end() ? std::string("(socket activation)")
+                                                  : cfg.server.host + ":" + std::to_string((*http)->port()));
   sd_notify(0, "READY=1\nSTATUS=serving");
 
   std::uint64_t watchdog_usec = 0;
@@ -300,6 +339,7 @@ int main(int argc, char** argv) {
   // Stopping: nothing new starts; requests in flight get shutdown_timeout_s to finish, then
   // they are cancelled and end with an error rather than silently.
   svc.request_shutdown();
+  openai->set_stopping();  // new API requests get 503 while the others finish
   svc.set_state("stopping");
   sd_notify(0, "STOPPING=1\nSTATUS=stopping");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.server.shutdown_timeout_s);
@@ -314,6 +354,9 @@ int main(int argc, char** argv) {
     svc.cancel_all();
     while (svc.requests_in_flight() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // Give the last answers a moment to reach their clients, then close everything.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  http->reset();
   server->reset();  // answers in flight are written; clients are closed
   svc.set_events({});
   dbus.reset();

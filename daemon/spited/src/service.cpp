@@ -81,6 +81,10 @@ void model_lease::release() noexcept {
 
 service::~service() {
   watcher_.reset();  // no kernel change arrives while the models go
+  {
+    std::lock_guard lock(retired_mutex_);
+    retired_.clear();
+  }
   std::lock_guard lock(mutex_);
   models_.clear();
 }
@@ -298,7 +302,19 @@ result<model_lease> service::acquire(const std::string& name) {
   return model_lease(std::move(*m));
 }
 
+void service::retire(model_lease lease) {
+  std::lock_guard lock(retired_mutex_);
+  retired_.push_back(std::move(lease));
+}
+
 void service::expire_idle() {
+  {
+    std::vector<model_lease> done;
+    {
+      std::lock_guard lock(retired_mutex_);
+      done.swap(retired_);
+    }
+  }  // leases dropped here, on the main thread
   std::vector<std::string> idle;
   const std::int64_t now = now_ms();
   {

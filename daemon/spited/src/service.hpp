@@ -118,6 +118,15 @@ class service {
   result<void> reload(const service_options& options);
   void reload_kernels();
 
+  // Requests outside the control socket (HTTP) count for the drain too.
+  void request_started() { in_flight_++; }
+  void request_finished() { in_flight_--; }
+  // A lease released on an engine thread must not free the model there (its engine would join
+  // itself): it is parked here and dropped by the main loop.
+  void retire(model_lease lease);
+  bool cancelling_all() const { return cancel_all_; }
+  nlohmann::json models_json();
+  nlohmann::json engine_stats_json();
   // Shutdown: new requests are refused; requests in flight are counted so they can drain.
   void request_shutdown();
   bool shutdown_requested() const { return shutdown_requested_; }
@@ -126,6 +135,10 @@ class service {
   void cancel_all() { cancel_all_ = true; }
   std::string state();
   void set_state(std::string s);
+  void set_http_address(std::string a) {
+    std::lock_guard lock(mutex_);
+    http_address_ = std::move(a);
+  }
   // Reload from the control socket goes through the owner (main), which knows the config file.
   void set_reload_handler(std::function<result<void>()> h) { reload_handler_ = std::move(h); }
 
@@ -135,7 +148,6 @@ class service {
   std::shared_ptr<loaded_model> find_loaded(const std::string& name);
   std::optional<model_spec> find_spec(const std::string& name);
   nlohmann::json status_json();
-  nlohmann::json models_json();
   nlohmann::json dispatch_json(loaded_model& m, bool explain);
   void run(const nlohmann::json& request, control::responder& out);
   void load_command(const nlohmann::json& request, control::responder& out);
@@ -160,7 +172,10 @@ class service {
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> cancel_all_{false};
   std::atomic<int> in_flight_{0};
+  std::mutex retired_mutex_;
+  std::vector<model_lease> retired_;
   std::string state_ = "starting";
+  std::string http_address_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

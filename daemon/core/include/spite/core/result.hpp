@@ -18,6 +18,7 @@ enum class errc {
   out_of_range,
   busy,
   internal,
+  unavailable,  // the service cannot take it now (stopping, loading)
 };
 
 const char* errc_name(errc code) noexcept;

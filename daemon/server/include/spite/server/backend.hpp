@@ -1,0 +1,75 @@
+// What the HTTP API needs from the daemon, in spite's own types: the model list, readiness,
+// generations started without blocking (tokens arrive through callbacks on the engine's thread),
+// and metrics. spited implements it over the same service the control socket uses.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spite/core/result.hpp"
+#include "spite/scheduler/sampler.hpp"
+
+namespace spite::server {
+
+struct model_card {
+  std::string id;
+  std::int64_t created = 0;  // unix seconds (file modification time)
+  bool loaded = false;
+  std::string arch;
+  std::int32_t n_ctx = 0;
+};
+
+struct generate_input {
+  std::string model;
+  // Chat: rendered with the model's chat template (tools passed to it). Otherwise `prompt`.
+  std::optional<nlohmann::ordered_json> messages;
+  nlohmann::ordered_json tools;  // null when none
+  std::string prompt;
+  std::int32_t max_tokens = 0;  // 0: the server's limit
+  scheduler::sampling_params sampling;
+};
+
+struct token_event {
+  std::string text;  // may be empty (a token that completes no character yet)
+};
+
+struct generate_outcome {
+  std::int32_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  std::string stop_reason;  // "stop", "length", "cancelled"
+  std::optional<error> failure;
+};
+
+struct generate_callbacks {
+  std::function<void(const token_event&)> on_token;      // engine thread: short, never blocking
+  std::function<void(const generate_outcome&)> on_done;  // exactly once
+};
+
+class generation {
+ public:
+  virtual ~generation() = default;
+  virtual void cancel() = 0;  // takes effect at the next step
+};
+
+struct readiness {
+  bool ready = false;
+  std::string reason;  // when not ready
+};
+
+class backend {
+ public:
+  virtual ~backend() = default;
+  virtual std::vector<model_card> models() = 0;
+  // errc::not_found (unknown model), busy (queue full), invalid_argument (prompt too long, bad
+  // template input), unavailable (shutting down).
+  virtual result<std::shared_ptr<generation>> generate(const generate_input& input, generate_callbacks callbacks) = 0;
+  virtual readiness ready() = 0;
+  // Prometheus text lines of the engine side (queue depth, batch sizes, KV use, kernels).
+  virtual std::string metrics() = 0;
+};
+
+}  // namespace spite::server

@@ -1,0 +1,477 @@
+// POST /v1/chat/completions and /v1/completions: request fields to generate_input (every field
+// checked, errors naming the parameter), n choices as n generations, stop strings applied to the
+// text as it streams (held back while they may still match), and the OpenAI response or SSE
+// chunk sequence.
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <mutex>
+#include <random>
+
+#include "spite/server/openai.hpp"
+
+namespace spite::server {
+using nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t max_stop_strings = 16;
+constexpr std::size_t max_stop_bytes = 256;
+constexpr std::size_t max_prompts = 64;
+
+struct bad_request {
+  std::string message, param;
+};
+
+std::string random_id(const char* prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix, static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng() & 0xffffffffu));
+  return buf;
+}
+
+double number(const json& body, const char* key, double fallback, double lo, double hi) {
+  if (!body.contains(key) || body[key].is_null()) return fallback;
+  const json& v = body[key];
+  if (!v.is_number()) throw bad_request{std::string(key) + " must be a number", key};
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    throw bad_request{std::string(key) + " must be between " + json(lo).dump() + " and " + json(hi).dump(), key};
+  }
+  return x;
+}
+
+std::int64_t integer(const json& body, const char* key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
+  if (!body.contains(key) || body[key].is_null()) return fallback;
+  const json& v = body[key];
+  if (!v.is_number_integer()) throw bad_request{std::string(key) + " must be an integer", key};
+  // Huge values arrive as unsigned or out of range: both are refused, never wrapped.
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
+    throw bad_request{std::string(key) + " must be between " + std::to_string(lo) + " and " + std::to_string(hi), key};
+  }
+  const std::int64_t x = v.get<std::int64_t>();
+  if (x < lo || x > hi) {
+    throw bad_request{std::string(key) + " must be between " + std::to_string(lo) + " and " + std::to_string(hi), key};
+  }
+  return x;
+}
+
+bool boolean(const json& body, const char* key, bool fallback) {
+  if (!body.contains(key) || body[key].is_null()) return fallback;
+  if (!body[key].is_boolean()) throw bad_request{std::string(key) + " must be a boolean", key};
+  return body[key].get<bool>();
+}
+
+std::vector<std::string> stop_strings(const json& body) {
+  std::vector<std::string> out;
+  if (!body.contains("stop") || body["stop"].is_null()) return out;
+  const json& s = body["stop"];
+  if (s.is_string()) {
+    out.push_back(s.get<std::string>());
+  } else if (s.is_array()) {
+    if (s.size() > max_stop_strings) throw bad_request{"stop: at most " + std::to_string(max_stop_strings) + " strings", "stop"};
+    for (const auto& x : s) {
+      if (!x.is_string()) throw bad_request{"stop must be a string or an array of strings", "stop"};
+      out.push_back(x.get<std::string>());
+    }
+  } else {
+    throw bad_request{"stop must be a string or an array of strings", "stop"};
+  }
+  for (const auto& x : out) {
+    if (x.empty() || x.size() > max_stop_bytes) throw bad_request{"stop strings must be 1.." + std::to_string(max_stop_bytes) + " bytes", "stop"};
+  }
+  return out;
+}
+
+// Message content as text: a string, or an array of parts of which only text is understood.
+json normalize_messages(const json& messages) {
+  if (!messages.is_array() || messages.empty()) throw bad_request{"messages must be a non-empty array", "messages"};
+  if (messages.size() > 4096) throw bad_request{"messages: at most 4096", "messages"};
+  json out = json::array();
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      throw bad_request{where + " must be an object with a string role", "messages"};
+    }
+    json copy = m;
+    if (m.contains("content") && m["content"].is_array()) {
+      std::string text;
+      for (const auto& part : m["content"]) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+          throw bad_request{where + ".content: only text parts are supported (got type '" +
+                                (part.is_object() ? part.value("type", "?") : std::string("?")) + "')",
+                            "messages"};
+        }
+        text += part["text"].get<std::string>();
+      }
+      copy["content"] = text;
+    } else if (m.contains("content") && !m["content"].is_string() && !m["content"].is_null()) {
+      throw bad_request{where + ".content must be a string or an array of parts", "messages"};
+    }
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+}  // namespace
+
+struct choice_state {
+  std::shared_ptr<generation> gen;
+  std::string text;  // everything emitted (non-streaming answer)
+  std::string held;  // the end that might still become a stop string
+  std::string finish_reason;
+  bool done = false, stopped = false, role_sent = false;
+  std::int32_t completion_tokens = 0;
+  clock_type::time_point last_token{};
+};
+
+struct completion_job : std::enable_shared_from_this<completion_job> {
+  std::shared_ptr<openai_api> api;
+  std::shared_ptr<http_responder> out;
+  std::string endpoint;
+  bool chat = true, stream = false, include_usage = false;
+  std::string id, model, echo_prefix;
+  std::int64_t created = 0;
+  std::vector<std::string> stop;
+  std::mutex mutex;
+  std::vector<choice_state> choices;
+  std::int32_t prompt_tokens = 0;
+  int finished = 0;
+  bool first_token_seen = false, failed = false;
+  clock_type::time_point started = clock_type::now();
+
+  json chunk_base() const {
+    return {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+            {"model", model}, {"system_fingerprint", "spite-" + api->options_.version}};
+  }
+
+  void send_chunk(json chunk) {
+    if (include_usage) chunk["usage"] = nullptr;
+    if (!out->write("data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n")) cancel_all();
+  }
+
+  // Generations are started, cancelled by the client leaving (an I/O thread) and by the
+  // stream falling behind; gens_mutex orders those.
+  std::mutex gens_mutex;
+  bool cancelled = false;
+  void cancel_all() {
+    std::lock_guard lock(gens_mutex);
+    cancelled = true;
+    for (auto& c : choices) {
+      if (c.gen) c.gen->cancel();
+    }
+  }
+  void attach(std::size_t i, std::shared_ptr<generation> g) {
+    std::lock_guard lock(gens_mutex);
+    if (cancelled) g->cancel();
+    choices[i].gen = std::move(g);
+  }
+
+  // Text that is final for choice i: into the answer, or out as a chunk.
+  void emit(std::size_t i, const std::string& text) {
+    choice_state& c = choices[i];
+    if (!stream) {
+      c.text += text;
+      return;
+    }
+    if (chat && !c.role_sent) {
+      c.role_sent = true;
+      json ch = chunk_base();
+      ch["choices"] = json::array({{{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                                    {"finish_reason", nullptr}}});
+      send_chunk(std::move(ch));
+    }
+    if (text.empty()) return;
+    json ch = chunk_base();
+    if (chat) {
+      ch["choices"] = json::array({{{"index", i}, {"delta", {{"content", text}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    } else {
+      ch["choices"] = json::array({{{"index", i}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    }
+    send_chunk(std::move(ch));
+  }
+
+  void on_token(std::size_t i, const token_event& t) {
+    std::lock_guard lock(mutex);
+    choice_state& c = choices[i];
+    const auto now = clock_type::now();
+    if (!first_token_seen) {
+      first_token_seen = true;
+      api->metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - started).count());
+    } else if (c.last_token != clock_type::time_point{}) {
+      api->metrics_.inter_token.observe(std::chrono::duration<double>(now - c.last_token).count());
+    }
+    c.last_token = now;
+    if (c.stopped || t.text.empty()) return;
+    c.held += t.text;
+    // A stop string ends the choice where it starts; it is not part of the answer.
+    std::size_t at = std::string::npos;
+    for (const auto& s : stop) at = std::min(at, c.held.find(s));
+    if (at != std::string::npos) {
+      emit(i, c.held.substr(0, at));
+      c.held.clear();
+      c.stopped = true;
+      std::lock_guard g(gens_mutex);
+      if (c.gen) c.gen->cancel();
+      return;
+    }
+    std::size_t keep = 0;  // the longest end of `held` that begins a stop string
+    for (const auto& s : stop) {
+      for (std::size_t k = std::min(s.size() - 1, c.held.size()); k > keep; --k) {
+        if (c.held.compare(c.held.size() - k, k, s, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+      }
+    }
+    emit(i, c.held.substr(0, c.held.size() - keep));
+    c.held.erase(0, c.held.size() - keep);
+  }
+
+  void on_done(std::size_t i, const generate_outcome& o) {
+    std::lock_guard lock(mutex);
+    choice_state& c = choices[i];
+    c.done = true;
+    c.completion_tokens = o.completion_tokens;
+    prompt_tokens = std::max(prompt_tokens, o.prompt_tokens);
+    if (o.failure) {
+      failed = true;
+      c.finish_reason = "error";
+      if (stream) {
+        out->write("data: " + error_body(o.failure->message, "server_error") + "\n\n");
+      }
+    } else {
+      if (!c.stopped) emit(i, c.held);
+      c.held.clear();
+      c.finish_reason = c.stopped ? "stop" : o.stop_reason == "length" ? "length" : "stop";
+      if (stream) {
+        json ch = chunk_base();
+        ch["choices"] = json::array({chat ? json{{"index", i}, {"delta", json::object()}, {"logprobs", nullptr},
+                                                 {"finish_reason", c.finish_reason}}
+                                          : json{{"index", i}, {"text", ""}, {"logprobs", nullptr},
+                                                 {"finish_reason", c.finish_reason}}});
+        send_chunk(std::move(ch));
+      }
+    }
+    if (++finished < static_cast<int>(choices.size())) return;
+    complete();
+  }
+
+  json usage() const {
+    std::int32_t completion = 0;
+    for (const auto& c : choices) completion += c.completion_tokens;
+    return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion}, {"total_tokens", prompt_tokens + completion},
+            {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+  }
+
+  void complete() {
+    const json u = usage();
+    api->metrics_.tokens(u["prompt_tokens"].get<std::int64_t>(), u["completion_tokens"].get<std::int64_t>());
+    if (stream) {
+      if (include_usage && !failed) {
+        json ch = chunk_base();
+        ch["choices"] = json::array();
+        ch["usage"] = u;
+        out->write("data: " + ch.dump() + "\n\n");
+      }
+      out->write("data: [DONE]\n\n");
+      out->end_stream();
+      api->metrics_.request(endpoint, 200);
+      return;
+    }
+    if (failed) {
+      std::string why;
+      for (const auto& c : choices) {
+        if (c.finish_reason == "error") why = "generation failed";
+      }
+      return api->answer(endpoint, *out, 500, error_body(why, "server_error"));
+    }
+    json body{{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created}, {"model", model},
+              {"system_fingerprint", "spite-" + api->options_.version}, {"choices", json::array()}, {"usage", u}};
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+      const choice_state& c = choices[i];
+      if (chat) {
+        body["choices"].push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}}, {"logprobs", nullptr},
+                                   {"finish_reason", c.finish_reason}});
+      } else {
+        body["choices"].push_back({{"index", i}, {"text", echo_prefix + c.text}, {"logprobs", nullptr},
+                                   {"finish_reason", c.finish_reason}});
+      }
+    }
+    api->answer(endpoint, *out, 200, body.dump(-1, ' ', false, json::error_handler_t::replace));
+  }
+};
+
+void openai_api::completions(const http_request& r, std::shared_ptr<http_responder> out, bool chat) {
+  const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  if (stopping_) {
+    return answer(endpoint, *out, 503, error_body("spited is shutting down", "server_error"), {{"Retry-After", "5"}});
+  }
+  json body;
+  try {
+    body = json::parse(r.body);
+  } catch (const json::exception& e) {
+    return answer(endpoint, *out, 400, error_body(std::string("the body is not valid JSON: ") + e.what()));
+  }
+  auto job = std::make_shared<completion_job>();
+  job->api = shared_from_this();
+  job->out = out;
+  job->endpoint = endpoint;
+  job->chat = chat;
+  job->created = static_cast<std::int64_t>(std::time(nullptr));
+  job->id = random_id(chat ? "chatcmpl-" : "cmpl-");
+  std::vector<generate_input> inputs;  // one per prompt; each runs n times
+  int n = 1;
+  try {
+    if (!body.is_object()) throw bad_request{"the body must be a JSON object", ""};
+    if (!body.contains("model") || !body["model"].is_string()) throw bad_request{"model (a string) is required", "model"};
+    job->model = body["model"].get<std::string>();
+    generate_input in;
+    in.model = job->model;
+    job->stream = boolean(body, "stream", false);
+    if (body.contains("stream_options") && body["stream_options"].is_object()) {
+      job->include_usage = boolean(body["stream_options"], "include_usage", false);
+    }
+    n = static_cast<int>(integer(body, "n", 1, 1, options_.max_choices));
+    const std::int64_t max_tokens = integer(body, "max_tokens", options_.max_tokens, 1, options_.max_tokens);
+    in.max_tokens = static_cast<std::int32_t>(integer(body, "max_completion_tokens", max_tokens, 1, options_.max_tokens));
+    scheduler::sampling_params& sp = in.sampling;
+    sp = options_.defaults;
+    sp.temperature = static_cast<float>(number(body, "temperature", sp.temperature, 0, 2));
+    sp.top_p = static_cast<float>(number(body, "top_p", sp.top_p, 0, 1));
+    if (sp.top_p <= 0) throw bad_request{"top_p must be greater than 0", "top_p"};
+    sp.top_k = static_cast<int>(integer(body, "top_k", sp.top_k, 0, 1 << 20));
+    sp.min_p = static_cast<float>(number(body, "min_p", sp.min_p, 0, 1));
+    sp.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", sp.repeat_penalty, 0.01, 10));
+    sp.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0, -2, 2));
+    sp.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0, -2, 2));
+    const bool seeded = body.contains("seed") && !body["seed"].is_null();
+    sp.seed = static_cast<std::uint64_t>(integer(body, "seed", 0, INT64_MIN, INT64_MAX));
+    if (!seeded && !options_.default_seed_fixed) sp.seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
+    if (!seeded && options_.default_seed_fixed) sp.seed = options_.defaults.seed;
+    if (body.contains("logit_bias") && !body["logit_bias"].is_null()) {
+      const json& lb = body["logit_bias"];
+      if (!lb.is_object() || lb.size() > 1024) throw bad_request{"logit_bias must be an object of at most 1024 token ids", "logit_bias"};
+      for (const auto& [k, v] : lb.items()) {
+        std::size_t used = 0;
+        long id = -1;
+        try {
+          id = std::stol(k, &used);
+        } catch (...) {
+        }
+        if (used != k.size() || id < 0 || id > INT32_MAX) throw bad_request{"logit_bias keys must be token ids", "logit_bias"};
+        if (!v.is_number() || v.get<double>() < -100 || v.get<double>() > 100) {
+          throw bad_request{"logit_bias values must be -100..100", "logit_bias"};
+        }
+        // OpenAI: -100 bans the token, 100 all but forces it.
+        const double b = v.get<double>();
+        sp.logit_bias.emplace_back(static_cast<std::int32_t>(id), b <= -100 ? -INFINITY : static_cast<float>(b));
+      }
+    }
+    if (boolean(body, "logprobs", false) || (!chat && body.contains("logprobs") && !body["logprobs"].is_null() &&
+                                             !body["logprobs"].is_boolean())) {
+      throw bad_request{"logprobs are not supported yet", "logprobs"};
+    }
+    if (body.contains("response_format") && body["response_format"].is_object() &&
+        body["response_format"].value("type", "text") != "text") {
+      throw bad_request{"response_format '" + body["response_format"].value("type", "") + "' is not supported yet",
+                        "response_format"};
+    }
+    if (body.contains("tools") && !body["tools"].is_null() && !body["tools"].empty()) {
+      throw bad_request{"tools are not supported yet", "tools"};
+    }
+    job->stop = stop_strings(body);
+    if (chat) {
+      if (!body.contains("messages")) throw bad_request{"messages is required", "messages"};
+      in.messages = nlohmann::ordered_json::parse(normalize_messages(body["messages"]).dump());
+      inputs.push_back(std::move(in));
+    } else {
+      if (!body.contains("prompt")) throw bad_request{"prompt is required", "prompt"};
+      if (body.contains("suffix") && !body["suffix"].is_null() && body["suffix"] != "") {
+        throw bad_request{"suffix (fill-in-the-middle) is not supported", "suffix"};
+      }
+      const json& p = body["prompt"];
+      std::vector<std::string> prompts;
+      if (p.is_string()) {
+        prompts.push_back(p.get<std::string>());
+      } else if (p.is_array() && !p.empty() && p.size() <= max_prompts && p[0].is_string()) {
+        for (const auto& x : p) {
+          if (!x.is_string()) throw bad_request{"prompt: an array must hold only strings", "prompt"};
+          prompts.push_back(x.get<std::string>());
+        }
+      } else {
+        throw bad_request{"prompt must be a string or an array of at most " + std::to_string(max_prompts) + " strings",
+                          "prompt"};
+      }
+      if (boolean(body, "echo", false)) {
+        if (prompts.size() != 1) throw bad_request{"echo works with one prompt", "echo"};
+        job->echo_prefix = prompts[0];
+      }
+      for (auto& text : prompts) {
+        generate_input each = in;
+        each.prompt = std::move(text);
+        inputs.push_back(std::move(each));
+      }
+    }
+  } catch (const bad_request& e) {
+    return answer(endpoint, *out, 400, error_body(e.message, "invalid_request_error", e.param));
+  } catch (const json::exception& e) {
+    return answer(endpoint, *out, 400, error_body(std::string("bad field: ") + e.what()));
+  }
+
+  // Every choice is its own generation, started together so they batch.
+  const std::size_t total = inputs.size() * static_cast<std::size_t>(n);
+  job->choices.resize(total);
+  if (job->stream) {
+    out->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+    if (!job->echo_prefix.empty()) job->emit(0, job->echo_prefix);
+  }
+  out->on_close([weak = std::weak_ptr<completion_job>(job)] {
+    if (auto j = weak.lock()) j->cancel_all();  // the client left: stop at the next step
+  });
+  std::lock_guard lock(job->mutex);  // callbacks wait until every choice is started
+  for (std::size_t i = 0; i < total; ++i) {
+    generate_input in = inputs[i / static_cast<std::size_t>(n)];
+    in.sampling.seed += i % static_cast<std::size_t>(n);  // the choices of one prompt differ
+    auto g = backend_->generate(in, {.on_token = [job, i](const token_event& t) { job->on_token(i, t); },
+                                     .on_done = [job, i](const generate_outcome& o) { job->on_done(i, o); }});
+    if (!g) {
+      job->cancel_all();
+      const error& e = g.err();
+      const int status = e.code == errc::not_found     ? 404
+                         : e.code == errc::busy        ? 429
+                         : e.code == errc::unavailable ? 503
+                         : e.code == errc::internal    ? 500
+                                                       : 400;
+      const std::string type = status == 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error";
+      const std::string code = status == 404 ? "model_not_found" : "";
+      header_list headers;
+      if (status == 429 || status == 503) headers.emplace_back("Retry-After", "1");
+      if (i == 0) {
+        if (job->stream) {
+          // Nothing generated yet: the error is the only event of the stream.
+          job->out->write("data: " + error_body(e.message, type, status == 404 ? "model" : "", code) + "\n\n");
+          job->out->write("data: [DONE]\n\n");
+          job->out->end_stream();
+          metrics_.request(endpoint, status);
+          return;
+        }
+        return answer(endpoint, *out, status, error_body(e.message, type, status == 404 ? "model" : "", code), headers);
+      }
+      // Later choices failing (the queue filled up): the started ones end, the missing ones fail.
+      for (std::size_t k = i; k < total; ++k) {
+        job->choices[k].done = true;
+        job->choices[k].finish_reason = "error";
+      }
+      job->failed = true;
+      job->finished += static_cast<int>(total - i);
+      break;
+    }
+    job->attach(i, std::move(*g));
+  }
+}
+
+}  // namespace spite::server

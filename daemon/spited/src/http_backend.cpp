@@ -1,0 +1,132 @@
+#include "http_backend.hpp"
+
+#include <sys/stat.h>
+
+namespace spite::daemon {
+using nlohmann::json;
+
+namespace {
+
+class engine_generation final : public server::generation {
+ public:
+  explicit engine_generation(std::shared_ptr<std::atomic<bool>> flag) : flag_(std::move(flag)) {}
+  void cancel() override { *flag_ = true; }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> flag_;
+};
+
+std::int64_t modified_time(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_mtime) : 0;
+}
+
+}  // namespace
+
+std::vector<server::model_card> http_backend::models() {
+  std::vector<server::model_card> out;
+  for (const auto& m : svc_.models_json()) {
+    server::model_card c;
+    c.id = m.value("name", "");
+    c.loaded = m.value("loaded", false);
+    c.arch = m.value("arch", "");
+    c.n_ctx = m.value("n_ctx", 0);
+    c.created = modified_time(m.value("path", ""));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+result<std::shared_ptr<server::generation>> http_backend::generate(const server::generate_input& input,
+                                                                   server::generate_callbacks callbacks) {
+  if (svc_.shutdown_requested()) return make_error(errc::unavailable, "spited is shutting down");
+  auto lease_or = svc_.acquire(input.model);
+  if (!lease_or) return std::move(lease_or).err();
+  auto lease = std::make_shared<model_lease>(std::move(*lease_or));
+  loaded_model& m = **lease;
+  std::string prompt = input.prompt;
+  bool parse_special = false;
+  if (input.messages) {
+    nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+    if (!input.tools.is_null()) extra["tools"] = input.tools;
+    auto rendered = m.chat->render_json(*input.messages, true, extra);
+    if (!rendered) return make_error(errc::invalid_argument, "chat template: " + rendered.err().message);
+    prompt = std::move(*rendered);
+    parse_special = true;  // the template's own markers are special tokens
+  }
+  // Templates that write the BOS text themselves must not get a second one.
+  const auto& vocab = m.tok->vocabulary();
+  const auto bos = vocab.special().bos;
+  const bool add_special = !(parse_special && vocab.valid(bos) && prompt.starts_with(vocab.text(bos)));
+  auto tokens = m.tok->tokenize(prompt, {.add_special = add_special, .parse_special = parse_special});
+  if (!tokens) return make_error(errc::invalid_argument, tokens.err().message);
+  if (tokens->empty()) return make_error(errc::invalid_argument, "the prompt has no tokens");
+
+  scheduler::generation_request g;
+  g.prompt.assign(tokens->begin(), tokens->end());
+  // Without a limit a request may use the rest of its context; the engine ends it there ("length").
+  g.n_predict = input.max_tokens > 0 ? input.max_tokens : m.engine->n_ctx();
+  g.sampling = input.sampling;
+  auto on_token = std::move(callbacks.on_token);
+  g.on_text = [on_token](std::string_view text) { on_token({std::string(text)}); };
+  service* svc = &svc_;
+  g.on_done = [svc, lease, on_done = std::move(callbacks.on_done)](const scheduler::generation_result& r) mutable {
+    server::generate_outcome o;
+    o.prompt_tokens = r.prompt_tokens;
+    o.completion_tokens = r.generated;
+    o.stop_reason = r.stop_reason;
+    o.failure = r.failure;
+    if (svc->cancelling_all() && r.stop_reason == "cancelled") {
+      o.failure = make_error(errc::unavailable, "spited stopped before the request finished");
+    }
+    on_done(o);
+    svc->retire(std::move(*lease));
+    svc->request_finished();
+  };
+  auto handle = std::make_shared<engine_generation>(g.cancelled);
+  svc_.request_started();
+  if (auto r = m.engine->submit(std::move(g)); !r) {
+    svc_.request_finished();
+    return std::move(r).err();
+  }
+  return std::shared_ptr<server::generation>(std::move(handle));
+}
+
+server::readiness http_backend::ready() {
+  if (svc_.state() != "running") return {false, "spited is " + svc_.state()};
+  for (const auto& m : svc_.models_json()) {
+    if (!m.value("loaded", false) && m.value("preload", false)) return {false, "model " + m.value("name", "") + " is not loaded"};
+  }
+  return {true, ""};
+}
+
+std::string http_backend::metrics() {
+  const json stats = svc_.engine_stats_json();
+  std::string out;
+  const auto gauge = [&](const char* name, const char* help, const char* key) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n";
+    for (const auto& s : stats) {
+      out += std::string(name) + "{model=\"" + s.value("model", "") + "\"} " + s[key].dump() + "\n";
+    }
+  };
+  gauge("spite_requests_active", "Sequences decoding now.", "active");
+  gauge("spite_queue_depth", "Requests waiting for a sequence slot.", "queued");
+  gauge("spite_kv_cache_bytes_max", "KV memory when every sequence is full.", "kv_bytes_max");
+  out += "# HELP spite_steps_total Forward steps.\n# TYPE spite_steps_total counter\n";
+  for (const auto& s : stats) out += "spite_steps_total{model=\"" + s.value("model", "") + "\"} " + s["steps"].dump() + "\n";
+  out += "# HELP spite_step_sequences_total Sequences summed over steps (divide by steps for the mean batch).\n"
+         "# TYPE spite_step_sequences_total counter\n";
+  for (const auto& s : stats) {
+    out += "spite_step_sequences_total{model=\"" + s.value("model", "") + "\"} " + s["sequences_in_steps"].dump() + "\n";
+  }
+  out += "# HELP spite_kernel_choice The kernel serving each op (value 1).\n# TYPE spite_kernel_choice gauge\n";
+  for (const auto& s : stats) {
+    for (const auto& k : s["kernels"]) {
+      out += "spite_kernel_choice{model=\"" + s.value("model", "") + "\",op=\"" + k.value("op", "") + "\",source=\"" +
+             k.value("source", "") + "\",kernel=\"" + k.value("kernel", "") + "\"} 1\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace spite::daemon
