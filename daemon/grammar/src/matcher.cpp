@@ -2,6 +2,7 @@
 #include "spite/grammar/matcher.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 #include <stdexcept>
 #include <utility>
 
@@ -305,8 +306,83 @@ void matcher::allowed_tokens(const vocabulary& v, std::vector<std::uint8_t>& mas
   if (can_end()) {
     for (const std::int32_t e : v.end_tokens()) mask[static_cast<std::size_t>(e)] = 1;
   }
-  // Depth-first over the trie with an explicit stack; levels_[d] is the state after the first d
-  // bytes of the current prefix. Frames made below a level are dropped when it is left.
+  const std::size_t entry_mark = frames_.size();
+  if (!walk_memo(v, mask)) walk_plain(v, mask);
+  frames_.resize(entry_mark);
+  if (failure_) std::fill(mask.begin(), mask.end(), 0);
+}
+
+// Stacks inside a long run of the same construct (the characters of a string, digits) come back
+// to the same state byte after byte; interning states and remembering (state, byte) -> state
+// turns most of the trie walk into table lookups. Gives up (false) past a number of states, for
+// walk_plain to do without.
+bool matcher::walk_memo(const vocabulary& v, std::vector<std::uint8_t>& mask) {
+  constexpr std::size_t max_states = 4096;
+  constexpr std::int32_t unknown = -2, dead = -1;
+  const std::size_t entry_mark = frames_.size();
+  memo_states_.clear();
+  memo_next_.clear();
+  memo_index_.clear();
+  auto find = [&](const state& s) -> std::int32_t {
+    const auto it = memo_index_.find(state_key(s));
+    if (it == memo_index_.end()) return dead;
+    for (const std::int32_t id : it->second) {
+      if (same_state(memo_states_[static_cast<std::size_t>(id)], s)) return id;
+    }
+    return dead;
+  };
+  auto intern = [&](state&& s) {
+    const auto id = static_cast<std::int32_t>(memo_states_.size());
+    memo_index_[state_key(s)].push_back(id);
+    memo_states_.push_back(std::move(s));
+    memo_next_.resize(memo_next_.size() + 256, unknown);
+    return id;
+  };
+  intern(state(cur_));
+  struct position {
+    std::uint32_t node;
+    std::uint32_t next;
+    std::int32_t state;
+  };
+  std::vector<position> path{{0, 0, 0}};
+  while (!path.empty()) {
+    position& at = path.back();
+    const vocabulary::node& n = v.nodes_[at.node];
+    if (at.next == n.children) {
+      path.pop_back();
+      continue;
+    }
+    const std::uint32_t child = n.first_child + at.next++;
+    const vocabulary::node& c = v.nodes_[child];
+    const std::size_t slot = static_cast<std::size_t>(at.state) * 256 + c.byte;
+    std::int32_t to = memo_next_[slot];
+    if (to == unknown) {
+      const std::size_t mark = frames_.size();
+      const bool ok = step_byte(memo_states_[static_cast<std::size_t>(at.state)], c.byte, tmp_a_);
+      if (failure_) return true;
+      to = ok ? find(tmp_a_) : dead;
+      if (to == dead && ok) {
+        if (memo_states_.size() >= max_states) {
+          frames_.resize(entry_mark);
+          return false;
+        }
+        to = intern(std::move(tmp_a_));
+        tmp_a_ = {};
+      } else {
+        frames_.resize(mark);  // a state seen before, or none: the new frames are unused
+      }
+      memo_next_[slot] = to;
+    }
+    if (to == dead) continue;
+    for (std::uint32_t t = c.tokens_begin; t < c.tokens_end; ++t) mask[static_cast<std::size_t>(v.node_tokens_[t])] = 1;
+    if (c.children > 0) path.push_back({child, 0, to});
+  }
+  return true;
+}
+
+// Depth-first over the trie with an explicit stack; levels_[d] is the state after the first d
+// bytes of the current prefix. Frames made below a level are dropped when it is left.
+void matcher::walk_plain(const vocabulary& v, std::vector<std::uint8_t>& mask) {
   if (levels_.size() < v.max_len_ + 1) levels_.resize(v.max_len_ + 1);
   levels_[0] = cur_;
   struct position {
@@ -314,8 +390,7 @@ void matcher::allowed_tokens(const vocabulary& v, std::vector<std::uint8_t>& mas
     std::uint32_t next;  // next child to visit
     std::size_t mark;    // frames_.size() when the node was entered
   };
-  const std::size_t entry_mark = frames_.size();
-  std::vector<position> path{{0, 0, entry_mark}};
+  std::vector<position> path{{0, 0, frames_.size()}};
   while (!path.empty()) {
     position& at = path.back();
     const vocabulary::node& n = v.nodes_[at.node];
@@ -329,7 +404,7 @@ void matcher::allowed_tokens(const vocabulary& v, std::vector<std::uint8_t>& mas
     const std::size_t mark = frames_.size();
     if (!step_byte(levels_[depth - 1], v.nodes_[child].byte, levels_[depth])) {
       frames_.resize(mark);
-      if (failure_) break;
+      if (failure_) return;
       continue;
     }
     const vocabulary::node& c = v.nodes_[child];
@@ -340,8 +415,23 @@ void matcher::allowed_tokens(const vocabulary& v, std::vector<std::uint8_t>& mas
       frames_.resize(mark);
     }
   }
-  frames_.resize(entry_mark);
-  if (failure_) std::fill(mask.begin(), mask.end(), 0);
+}
+
+std::uint64_t matcher::state_key(const state& s) const {
+  std::uint64_t k = mix(s.partial_value ^ (std::uint64_t{s.partial_remaining} << 32) ^ (std::uint64_t{s.partial_length} << 40));
+  for (const std::int32_t h : s.heads) k = mix(k ^ (h < 0 ? finished_hash : frames_[static_cast<std::size_t>(h)].hash));
+  return k;
+}
+
+// Heads are in de-duplicated order (by hash), so equal states list equal stacks in step.
+bool matcher::same_state(const state& a, const state& b) const {
+  if (a.partial_value != b.partial_value || a.partial_remaining != b.partial_remaining || a.heads.size() != b.heads.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.heads.size(); ++i) {
+    if (!same_stack(a.heads[i], b.heads[i])) return false;
+  }
+  return true;
 }
 
 // Keeps only the frames the current stacks use, renumbered (parents always precede children,

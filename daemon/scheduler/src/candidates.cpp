@@ -12,11 +12,7 @@ namespace {
 
 constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
-// A total order (no NaN logits exist after assign), so every sort algorithm gives the same result.
-bool before(const token_prob& a, const token_prob& b) {
-  if (a.logit != b.logit) return a.logit > b.logit;
-  return a.id < b.id;
-}
+constexpr auto before = ranks_before;
 
 }  // namespace
 

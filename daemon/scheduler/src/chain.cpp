@@ -22,6 +22,17 @@ void sampler_chain::accept(std::int32_t token) {
   for (auto& s : samplers_) s->accept(token);
 }
 
+void sampler_chain::accept_prompt(std::int32_t token) {
+  for (auto& s : samplers_) s->accept_prompt(token);
+}
+
+std::optional<error> sampler_chain::failure() const {
+  for (const auto& s : samplers_) {
+    if (auto f = s->failure()) return f;
+  }
+  return std::nullopt;
+}
+
 void sampler_chain::apply(candidates& c) {
   rng* const outer = c.random;
   c.random = &rng_;

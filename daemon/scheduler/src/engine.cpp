@@ -38,6 +38,14 @@ struct engine::impl {
   std::atomic<int> active{0};  // busy slots (the slots themselves belong to the loop thread)
   engine_stats counters;
   std::thread loop;
+  std::once_flag grammar_vocab_once;
+  std::shared_ptr<const grammar::vocabulary> grammar_vocab_;
+
+  // Built on the first request with a grammar: a vocabulary-sized table most models never need.
+  std::shared_ptr<const grammar::vocabulary> grammar_vocab() {
+    std::call_once(grammar_vocab_once, [&] { grammar_vocab_ = make_grammar_vocabulary(*tok); });
+    return grammar_vocab_;
+  }
 
   impl(const models::model& m, std::shared_ptr<const tokenizer::tokenizer> t, engine_options o)
       : model(m), tok(std::move(t)), options(std::move(o)) {}
@@ -83,7 +91,7 @@ struct engine::impl {
         continue;
       }
       s.chain = std::move(*chain);
-      for (std::int32_t t : s.req.prompt) s.chain->accept(t);
+      for (std::int32_t t : s.req.prompt) s.chain->accept_prompt(t);
       s.detok = std::make_unique<tokenizer::stream_detokenizer>(tok);
       s.prompt_done = 0;
       s.pos = 0;
@@ -152,6 +160,10 @@ struct engine::impl {
         slot& s = *wants_logits[i];
         const std::span<const float> row = logits->subspan(i * static_cast<std::size_t>(n_vocab), static_cast<std::size_t>(n_vocab));
         const std::int32_t next = s.chain->sample(row);
+        if (auto failed = s.chain->failure()) {  // a grammar no token can continue, or over its limits
+          finish(s, "error", std::move(*failed));
+          continue;
+        }
         if (vocab.is_eog(next)) {
           finish(s, "stop");
           continue;
@@ -224,6 +236,7 @@ result<void> engine::submit(generation_request request) {
                                                   " tokens) does not fit the context of " +
                                                   std::to_string(impl_->ctx->n_ctx()) + " tokens");
   }
+  if (request.sampling.grammar && !request.sampling.grammar_vocab) request.sampling.grammar_vocab = impl_->grammar_vocab();
   if (auto v = validate(request.sampling); !v) return v;
   {
     std::lock_guard lock(impl_->mutex);

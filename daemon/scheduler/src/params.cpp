@@ -52,6 +52,9 @@ result<void> validate(const sampling_params& p) {
       return invalid("logit_bias", "bias for token " + show(id) + " must be a finite number or -inf", show(bias));
     }
   }
+  if (p.grammar && !p.grammar_vocab) {
+    return make_error(errc::invalid_argument, "grammar: the request has a grammar but no vocabulary for it");
+  }
   return ok();
 }
 
@@ -60,6 +63,7 @@ result<std::unique_ptr<sampler_chain>> make_chain(const sampling_params& p) {
   if (!p.logit_bias.empty()) names.push_back("logit_bias");
   const bool penalizes = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   if (penalizes && p.penalty_last_n != 0) names.push_back("penalties");
+  const std::size_t before_grammar = names.size();
   if (p.temperature <= 0.0f) {
     names.push_back("greedy");
   } else {
@@ -70,7 +74,20 @@ result<std::unique_ptr<sampler_chain>> make_chain(const sampling_params& p) {
     names.push_back("temperature");
     names.push_back("dist");
   }
-  return make_chain(p, names, sampler_registry::builtin());
+  if (!p.grammar) return make_chain(p, names, sampler_registry::builtin());
+  // The grammar goes between the per-token transforms and the narrowing samplers (see the
+  // header), told how many allowed tokens the next sampler keeps.
+  const std::span<const std::string_view> all(names);
+  auto chain = make_chain(p, all.first(before_grammar), sampler_registry::builtin());
+  if (!chain) return chain;
+  const std::size_t best_of = p.temperature <= 0.0f ? 1 : static_cast<std::size_t>(p.top_k);
+  (*chain)->add(make_grammar(p.grammar, p.grammar_vocab, best_of));
+  for (const auto name : all.subspan(before_grammar)) {
+    auto s = sampler_registry::builtin().create(name, p);
+    if (!s) return std::move(s).err();
+    (*chain)->add(std::move(s).value());
+  }
+  return chain;
 }
 
 }  // namespace spite::scheduler

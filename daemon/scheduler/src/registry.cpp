@@ -20,6 +20,7 @@ void register_builtin(sampler_registry& r) {
     return make_penalties({p.penalty_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty});
   });
   r.add("logit_bias", [](const sampling_params& p) { return make_logit_bias(p.logit_bias); });
+  r.add("grammar", [](const sampling_params& p) { return make_grammar(p.grammar, p.grammar_vocab); });
 }
 
 }  // namespace

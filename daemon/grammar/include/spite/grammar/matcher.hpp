@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "spite/core/result.hpp"
@@ -118,6 +119,10 @@ class matcher {
   bool same_stack(std::int32_t a, std::int32_t b) const;
   void dedupe(std::vector<std::int32_t>& heads);
   void compact();
+  bool walk_memo(const vocabulary& v, std::vector<std::uint8_t>& mask);
+  void walk_plain(const vocabulary& v, std::vector<std::uint8_t>& mask);
+  std::uint64_t state_key(const state& s) const;
+  bool same_state(const state& a, const state& b) const;
 
   std::shared_ptr<const grammar> g_;
   match_limits lim_;
@@ -130,6 +135,9 @@ class matcher {
   std::vector<todo_item> todo_;
   std::vector<state> levels_;
   state tmp_a_, tmp_b_;
+  std::vector<state> memo_states_;        // interned states of one vocabulary walk
+  std::vector<std::int32_t> memo_next_;   // [state * 256 + byte] -> state, -1 dead, -2 not computed
+  std::unordered_map<std::uint64_t, std::vector<std::int32_t>> memo_index_;
 };
 
 }  // namespace spite::grammar

@@ -19,6 +19,13 @@ struct token_prob {
   float p;  // probability; meaningful only while the container is `normalized`
 };
 
+// The order `sorted` promises: higher logit first, ties to the lower id. A total order (no NaN
+// logits exist after assign), so every sort algorithm gives the same result.
+inline bool ranks_before(const token_prob& a, const token_prob& b) noexcept {
+  if (a.logit != b.logit) return a.logit > b.logit;
+  return a.id < b.id;
+}
+
 // Invariants the flags promise (a sampler that changes the data keeps them true):
 //   sorted:     data is in descending logit order, ties in ascending id order.
 //   normalized: every p is the softmax of the logits over exactly the current entries.

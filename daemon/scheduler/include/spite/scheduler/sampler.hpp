@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,6 +22,15 @@
 #include "spite/core/result.hpp"
 #include "spite/scheduler/candidates.hpp"
 #include "spite/scheduler/rng.hpp"
+
+namespace spite::grammar {
+class grammar;
+class vocabulary;
+}  // namespace spite::grammar
+
+namespace spite::tokenizer {
+class tokenizer;
+}  // namespace spite::tokenizer
 
 namespace spite::scheduler {
 
@@ -32,12 +42,19 @@ class sampler {
   virtual std::string_view name() const = 0;
   // A token became part of the sequence (generated, or a prompt token the caller wants counted).
   virtual void accept(std::int32_t /*token*/) {}
+  // A prompt token, counted by samplers that look at the whole sequence (penalties); samplers
+  // that constrain only the generated text (grammar) ignore it.
+  virtual void accept_prompt(std::int32_t token) { accept(token); }
   // Narrows or reshapes the candidates; a selecting sampler sets c.selected.
   virtual void apply(candidates& c) = 0;
   // Forgets everything accepted so far.
   virtual void reset() {}
   // An independent copy with the same state (history, random position).
   virtual std::unique_ptr<sampler> clone() const = 0;
+  // Why this sampler cannot go on (a grammar that no token can continue, or that crossed one of
+  // its limits): the request must end with this error. The step that set it still selected a
+  // token, which the caller must not use.
+  virtual std::optional<error> failure() const { return std::nullopt; }
 };
 
 class sampler_chain final : public sampler {
@@ -53,12 +70,15 @@ class sampler_chain final : public sampler {
 
   std::string_view name() const override { return "chain"; }
   void accept(std::int32_t token) override;
+  void accept_prompt(std::int32_t token) override;
   // Applies every member in order, with this chain's random source.
   void apply(candidates& c) override;
   // Resets every member and restarts the random sequence from the seed.
   void reset() override;
   std::unique_ptr<sampler> clone() const override;
   std::unique_ptr<sampler_chain> clone_chain() const;
+  // The first member's failure.
+  std::optional<error> failure() const override;
 
   // One step: builds the candidates from the logits (one per token id), applies the chain, and
   // accepts and returns the selected token. Do not accept() the returned token again.
@@ -108,6 +128,20 @@ std::unique_ptr<sampler> make_penalties(const penalty_params& params);
 // among the candidates are ignored. Ids >= 0; biases not NaN and not +inf.
 std::unique_ptr<sampler> make_logit_bias(std::span<const std::pair<std::int32_t, float>> bias);
 
+// Grammar-constrained sampling: removes the candidates whose text cannot continue the grammar
+// from what was generated so far; end-of-generation tokens stay only where the grammar can end.
+// accept() follows the generated tokens; prompt tokens are ignored. When no token can continue,
+// or a limit of the matcher is crossed, every candidate is banned and failure() says why.
+// `best_of` > 0 promises that only the best `best_of` allowed tokens matter (a top_k of that
+// size, or greedy with 1, comes next): candidates are then checked best first until that many
+// pass, which spares checking the whole vocabulary; it falls back to a full check when few pass.
+// A null grammar gives a sampler that changes nothing. vocab must not be null with a grammar.
+std::unique_ptr<sampler> make_grammar(std::shared_ptr<const grammar::grammar> g,
+                                      std::shared_ptr<const grammar::vocabulary> vocab, std::size_t best_of = 0);
+// The vocabulary as a grammar sees it: each token's bytes as the tokenizer writes them in
+// generated text (control tokens: none), and the end-of-generation ids. Build once per model.
+std::shared_ptr<const grammar::vocabulary> make_grammar_vocabulary(const tokenizer::tokenizer& tok);
+
 // ---- A chain from request parameters.
 
 struct sampling_params {
@@ -122,6 +156,10 @@ struct sampling_params {
   int penalty_last_n = 64;   // 0: off, -1: every accepted token
   std::uint64_t seed = 0;    // taken literally: 0 is a seed like any other
   std::vector<std::pair<std::int32_t, float>> logit_bias;
+  // Structured output: a compiled grammar the generated text must follow, and the model's
+  // vocabulary for it (make_grammar_vocabulary; the engine fills it in when left empty).
+  std::shared_ptr<const ::spite::grammar::grammar> grammar;
+  std::shared_ptr<const ::spite::grammar::vocabulary> grammar_vocab;
 };
 
 // Checks every field; the error (errc::invalid_argument) names the field and the bad value.
@@ -129,7 +167,10 @@ result<void> validate(const sampling_params& params);
 
 // The standard chain: logit_bias -> penalties -> greedy (temperature <= 0), or
 // logit_bias -> penalties -> top_k -> typical_p -> top_p -> min_p -> temperature -> dist.
-// Samplers whose settings make them no-ops are left out. Validates first.
+// Samplers whose settings make them no-ops are left out. With a grammar, "grammar" comes right
+// after penalties: everything after it sees allowed tokens only, and since bias and penalties
+// change each token's logit on its own, this equals putting the grammar first, while letting it
+// check only as many of the best candidates as top_k (or greedy) will look at. Validates first.
 result<std::unique_ptr<sampler_chain>> make_chain(const sampling_params& params);
 
 }  // namespace spite::scheduler
