@@ -2,6 +2,7 @@
 #include "spite/executor/memory_estimate.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace spite::executor {
 
@@ -24,7 +25,7 @@ void context::set_ops(std::shared_ptr<const dispatch::op_table> ops) {
              : std::shared_ptr<const dispatch::op_table>(std::shared_ptr<void>(), &dispatch::cpu_reference_ops());
 }
 
-result<std::span<const float>> context::decode(const batch& b, const models::lora_set* loras) {
+result<std::span<const float>> context::decode(const batch& b, const models::lora_set* loras, float* hidden) {
   const std::size_t n = b.tokens.size();
   if (n == 0) return make_error(errc::invalid_argument, "empty batch");
   if (b.pos.size() != n || b.seq.size() != n || b.logits.size() != n) {
@@ -50,9 +51,53 @@ result<std::span<const float>> context::decode(const batch& b, const models::lor
     std::lock_guard lock(ops_mutex_);
     ops = ops_;
   }
-  models::forward_context ctx{*ops, pool_, view, *kv_, logits_.data(), loras};
+  models::forward_context ctx{*ops, pool_, view, *kv_, logits_.data(), loras, hidden};
   SPITE_TRY(model_.forward(ctx));
   return std::span<const float>(logits_);
+}
+
+result<std::vector<float>> context::embed(std::span<const std::int32_t> tokens, std::string_view pooling) {
+  if (tokens.empty()) return make_error(errc::invalid_argument, "nothing to embed");
+  if (static_cast<std::int64_t>(tokens.size()) > n_ctx_) {
+    return make_error(errc::invalid_argument, "the input (" + std::to_string(tokens.size()) + " tokens) exceeds the context of " +
+                                                  std::to_string(n_ctx_) + " tokens");
+  }
+  if (pooling != "mean" && pooling != "cls" && pooling != "last") {
+    return make_error(errc::unsupported, "pooling '" + std::string(pooling) + "' is not supported (mean, cls, last)");
+  }
+  const std::int64_t E = model_.hp().n_embd;
+  std::vector<float> pooled(static_cast<std::size_t>(E), 0.0f), states;
+  kv_->clear();
+  batch b;
+  constexpr std::size_t chunk = 512;  // later chunks attend to earlier ones through the memory
+  for (std::size_t start = 0; start < tokens.size(); start += chunk) {
+    const std::size_t end = std::min(tokens.size(), start + chunk);
+    b.clear();
+    for (std::size_t i = start; i < end; ++i) b.add(tokens[i], static_cast<std::int32_t>(i), 0, false);
+    states.assign(static_cast<std::size_t>(E) * (end - start), 0.0f);
+    auto r = decode(b, nullptr, states.data());
+    if (!r) {
+      kv_->clear();
+      return std::move(r).err();
+    }
+    for (std::size_t i = start; i < end; ++i) {
+      const bool take = pooling == "mean" || (pooling == "cls" && i == 0) || (pooling == "last" && i + 1 == tokens.size());
+      if (!take) continue;
+      const float* row = states.data() + static_cast<std::size_t>(E) * (i - start);
+      for (std::int64_t e = 0; e < E; ++e) pooled[static_cast<std::size_t>(e)] += row[e];
+    }
+  }
+  kv_->clear();
+  if (pooling == "mean") {
+    for (float& v : pooled) v /= static_cast<float>(tokens.size());
+  }
+  double norm = 0;
+  for (float v : pooled) norm += static_cast<double>(v) * v;
+  if (norm > 0) {
+    const auto inv = static_cast<float>(1.0 / std::sqrt(norm));
+    for (float& v : pooled) v *= inv;
+  }
+  return pooled;
 }
 
 }  // namespace spite::executor

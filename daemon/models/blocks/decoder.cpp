@@ -26,6 +26,8 @@ result<void> decoder_forward(forward_context& ctx, const decoder_weights& w, con
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
   }
 
+  // Embeddings: the final-normed state of every token, for pooling by the caller.
+  if (ctx.hidden != nullptr) ctx.ops.rms_norm(x.data(), w.output_norm.data(), ctx.hidden, E, n, c.rms_eps);
   // Output head, only for the rows whose logits were asked for.
   const auto m = static_cast<std::int64_t>(ctx.batch.outputs.size());
   if (m == 0) return ok();

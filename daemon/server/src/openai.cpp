@@ -89,6 +89,10 @@ void openai_api::handle(const http_request& r, std::shared_ptr<http_responder> o
     if (r.method != "POST") return answer(path, *out, 405, error_body("use POST"));
     return completions(r, std::move(out), path == "/v1/chat/completions");
   }
+  if (path == "/v1/embeddings") {
+    if (r.method != "POST") return answer(path, *out, 405, error_body("use POST"));
+    return embeddings(r, std::move(out));
+  }
   answer("other", *out, 404, error_body("no route " + path, "invalid_request_error", "", "not_found"));
 }
 

@@ -5,7 +5,7 @@
 namespace spite::daemon {
 
 result<nlohmann::json> bench_command(loaded_model& m, const nlohmann::json& request, int default_threads,
-                                     std::function<bool()> cancelled) {
+                                     std::shared_ptr<const dispatch::op_table> ops, std::function<bool()> cancelled) {
   bench::bench_options o;
   try {
     o.n_prompt = request.value("n_prompt", o.n_prompt);
@@ -18,7 +18,7 @@ result<nlohmann::json> bench_command(loaded_model& m, const nlohmann::json& requ
     return make_error(errc::invalid_argument, std::string("bad field type: ") + e.what());
   }
   if (o.threads < 0 || o.threads > 1024) return make_error(errc::invalid_argument, "threads must be 0..1024");
-  o.ops = m.kernels->ops();
+  o.ops = std::move(ops);
   o.cancelled = std::move(cancelled);
   auto r = bench::run_bench(m.file, *m.model, o);
   if (!r) return std::move(r).err();

@@ -12,6 +12,6 @@ namespace spite::daemon {
 // {"cmd": "bench", "model": NAME, "n_prompt": 512, "n_gen": 128, "threads": 0, "reps": 3,
 //  "parallel": 1, "probes": true}
 result<nlohmann::json> bench_command(loaded_model& m, const nlohmann::json& request, int default_threads,
-                                     std::function<bool()> cancelled);
+                                     std::shared_ptr<const dispatch::op_table> ops, std::function<bool()> cancelled);
 
 }  // namespace spite::daemon

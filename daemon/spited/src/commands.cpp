@@ -301,7 +301,7 @@ void service::handle(const json& request, control::responder& out) {
     auto lease = acquire(request["model"].get<std::string>());
     if (!lease) return out.error(code_of(lease.err()), lease.err().message);
     in_flight_++;
-    auto r = bench_command(**lease, request, cpu_threads_, [&out] { return out.cancelled(); });
+    auto r = bench_command(**lease, request, cpu_threads_, ops_of(**lease), [&out] { return out.cancelled(); });
     in_flight_--;
     if (!r) return out.error(code_of(r.err()), r.err().message);
     return out.result(std::move(*r));

@@ -92,6 +92,58 @@ result<std::shared_ptr<server::generation>> http_backend::generate(const server:
   return std::shared_ptr<server::generation>(std::move(handle));
 }
 
+namespace {
+
+// How the model says its token states become one vector (<arch>.pooling_type); decoder models
+// without one are mean-pooled.
+std::string pooling_of(const gguf::file& f, const std::string& arch) {
+  switch (f.meta().get_uint(arch + ".pooling_type").value_or(1)) {
+    case 2: return "cls";
+    case 3: return "last";
+    default: return "mean";
+  }
+}
+
+}  // namespace
+
+result<server::embed_output> http_backend::embed(const server::embed_input& input) {
+  if (svc_.shutdown_requested()) return make_error(errc::unavailable, "spited is shutting down");
+  auto lease = svc_.acquire(input.model);
+  if (!lease) return std::move(lease).err();
+  loaded_model& m = **lease;
+  std::vector<std::vector<std::int32_t>> inputs = input.tokens;
+  for (const auto& text : input.texts) {
+    auto t = m.tok->tokenize(text, {.add_special = true, .parse_special = false});
+    if (!t) return make_error(errc::invalid_argument, t.err().message);
+    inputs.emplace_back(t->begin(), t->end());
+  }
+  server::embed_output out;
+  svc_.request_started();
+  struct finished {
+    service& s;
+    ~finished() { s.request_finished(); }
+  } guard{svc_};
+  std::lock_guard lock(m.embed_mutex);
+  if (!m.embed_ctx) {
+    auto ctx = executor::context::create(*m.model, {.n_ctx = m.engine->n_ctx(), .n_threads = 0, .n_seq_max = 1,
+                                                    .ops = svc_.ops_of(m)});
+    if (!ctx) return std::move(ctx).err();
+    m.embed_ctx = std::move(*ctx);
+  }
+  m.embed_ctx->set_ops(svc_.ops_of(m));
+  const std::string pooling = pooling_of(m.file, m.model->arch());
+  for (const auto& tokens : inputs) {
+    for (std::int32_t t : tokens) {
+      if (t >= m.model->hp().n_vocab) return make_error(errc::invalid_argument, "token id " + std::to_string(t) + " is outside the vocabulary");
+    }
+    auto v = m.embed_ctx->embed(tokens, pooling);
+    if (!v) return std::move(v).err();
+    out.vectors.push_back(std::move(*v));
+    out.prompt_tokens += static_cast<std::int32_t>(tokens.size());
+  }
+  return out;
+}
+
 server::readiness http_backend::ready() {
   if (svc_.state() != "running") return {false, "spited is " + svc_.state()};
   for (const auto& m : svc_.models_json()) {

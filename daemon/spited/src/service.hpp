@@ -55,6 +55,9 @@ struct loaded_model {
   std::unique_ptr<scheduler::engine> engine;
   std::atomic<int> in_flight{0};
   std::atomic<std::int64_t> last_used_ms{0};  // steady clock
+  // Embeddings run on a context of their own (made on first use), one request at a time.
+  std::mutex embed_mutex;
+  std::unique_ptr<executor::context> embed_ctx;
 };
 
 // A request's hold on a model: while any lease lives, the model stays in memory even if it was
@@ -127,6 +130,11 @@ class service {
   bool cancelling_all() const { return cancel_all_; }
   nlohmann::json models_json();
   nlohmann::json engine_stats_json();
+  // The kernels `m` runs with now (its dispatcher changes with every kernel generation).
+  std::shared_ptr<const dispatch::op_table> ops_of(loaded_model& m) {
+    std::lock_guard lock(mutex_);
+    return m.kernels->ops();
+  }
   // Shutdown: new requests are refused; requests in flight are counted so they can drain.
   void request_shutdown();
   bool shutdown_requested() const { return shutdown_requested_; }

@@ -49,7 +49,14 @@ class context {
 
   // Runs one step. Returns the logits of the tokens flagged in `b`, in batch order:
   // [n_vocab] per flagged token.
-  result<std::span<const float>> decode(const batch& b, const models::lora_set* loras = nullptr);
+  // `hidden`, when given, receives the final-normed state of every token of `b` ([n_embd] each).
+  result<std::span<const float>> decode(const batch& b, const models::lora_set* loras = nullptr,
+                                        float* hidden = nullptr);
+
+  // An embedding of `tokens` (one sequence, from an empty memory): the token states pooled as
+  // `pooling` says ("mean", "cls" = the first token, "last"), L2-normalised. Uses sequence 0 and
+  // clears the memory: give embeddings a context of their own.
+  result<std::vector<float>> embed(std::span<const std::int32_t> tokens, std::string_view pooling);
 
   // Replaces the kernels (a new plug-in generation); steps already running finish with the old
   // table. Null restores the built-in kernels.

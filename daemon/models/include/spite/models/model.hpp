@@ -69,6 +69,7 @@ struct forward_context {
   kv_access& kv;
   float* logits;                     // [n_vocab, batch.outputs.size()]
   const lora_set* loras = nullptr;   // optional
+  float* hidden = nullptr;           // optional [n_embd, batch.tokens.size()]: final-normed states (embeddings)
 };
 
 struct load_options {

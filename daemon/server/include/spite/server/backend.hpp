@@ -55,6 +55,17 @@ class generation {
   virtual void cancel() = 0;  // takes effect at the next step
 };
 
+struct embed_input {
+  std::string model;
+  std::vector<std::string> texts;                 // either texts
+  std::vector<std::vector<std::int32_t>> tokens;  // or token ids
+};
+
+struct embed_output {
+  std::vector<std::vector<float>> vectors;  // one per input, L2-normalised
+  std::int32_t prompt_tokens = 0;
+};
+
 struct readiness {
   bool ready = false;
   std::string reason;  // when not ready
@@ -67,6 +78,8 @@ class backend {
   // errc::not_found (unknown model), busy (queue full), invalid_argument (prompt too long, bad
   // template input), unavailable (shutting down).
   virtual result<std::shared_ptr<generation>> generate(const generate_input& input, generate_callbacks callbacks) = 0;
+  // Runs on the calling (worker) thread until the vectors are there.
+  virtual result<embed_output> embed(const embed_input& input) = 0;
   virtual readiness ready() = 0;
   // Prometheus text lines of the engine side (queue depth, batch sizes, KV use, kernels).
   virtual std::string metrics() = 0;

@@ -42,6 +42,7 @@ class openai_api : public std::enable_shared_from_this<openai_api> {
   void answer(const std::string& endpoint, http_responder& out, int status, const std::string& body,
               header_list headers = {});
   void completions(const http_request& r, std::shared_ptr<http_responder> out, bool chat);
+  void embeddings(const http_request& r, std::shared_ptr<http_responder> out);
 
   std::shared_ptr<backend> backend_;
   api_options options_;
