@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 
+#include "spite/grammar/json_schema.hpp"
 #include "spite/server/openai.hpp"
 
 namespace spite::server {
@@ -375,10 +376,34 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
                                              !body["logprobs"].is_boolean())) {
       throw bad_request{"logprobs are not supported yet", "logprobs"};
     }
-    if (body.contains("response_format") && body["response_format"].is_object() &&
-        body["response_format"].value("type", "text") != "text") {
-      throw bad_request{"response_format '" + body["response_format"].value("type", "") + "' is not supported yet",
-                        "response_format"};
+    // Structured output is enforced while sampling; what cannot be enforced is refused.
+    if (body.contains("response_format") && !body["response_format"].is_null()) {
+      const json& rf = body["response_format"];
+      if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
+        throw bad_request{"response_format must be an object with a type", "response_format"};
+      }
+      const std::string type = rf["type"].get<std::string>();
+      if (type == "json_object") {
+        auto g = grammar::json_object_grammar();
+        if (!g) throw bad_request{g.err().message, "response_format"};
+        sp.grammar = std::move(*g);
+      } else if (type == "json_schema") {
+        if (!rf.contains("json_schema") || !rf["json_schema"].is_object() || !rf["json_schema"].contains("schema")) {
+          throw bad_request{"response_format.json_schema.schema is required", "response_format"};
+        }
+        auto g = grammar::json_schema_grammar(nlohmann::ordered_json::parse(rf["json_schema"]["schema"].dump()));
+        if (!g) throw bad_request{"response_format.json_schema: " + g.err().message, "response_format"};
+        sp.grammar = std::move(*g);
+      } else if (type != "text") {
+        throw bad_request{"response_format type must be text, json_object or json_schema", "response_format"};
+      }
+    }
+    if (body.contains("grammar") && !body["grammar"].is_null()) {
+      if (!body["grammar"].is_string()) throw bad_request{"grammar must be a GBNF string", "grammar"};
+      if (sp.grammar) throw bad_request{"grammar and response_format cannot be combined", "grammar"};
+      auto g = grammar::grammar::parse(body["grammar"].get<std::string>());
+      if (!g) throw bad_request{g.err().message, "grammar"};
+      sp.grammar = std::move(*g);
     }
     if (body.contains("tools") && !body["tools"].is_null() && !body["tools"].empty()) {
       throw bad_request{"tools are not supported yet", "tools"};
