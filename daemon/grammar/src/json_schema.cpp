@@ -76,8 +76,16 @@ class compiler {
   }
 
  private:
+  result<void> count_expansion(const std::string& ptr) {
+    if (++expansions_ > options_.max_expansions) {
+      return unsupported("a schema that expands to more than " + std::to_string(options_.max_expansions) + " subschemas", ptr);
+    }
+    return ok();
+  }
+
   result<std::string> visit(const json& s, const std::string& ptr, const std::string& hint, std::size_t depth) {
     if (depth > options_.max_depth) return unsupported("schemas nested deeper than " + std::to_string(options_.max_depth), ptr);
+    SPITE_TRY(count_expansion(ptr));
     if (s.is_boolean()) return s.get<bool>() ? rules_.prim("value") : never();
     if (!s.is_object()) return malformed("a schema must be an object or a boolean", ptr);
     for (const auto& [k, v] : s.items()) {
@@ -198,6 +206,7 @@ class compiler {
   // Flattens allOf members, following $ref and nested allOf.
   result<void> collect(const json& m, const std::string& ptr, std::size_t depth, std::vector<json>& out) {
     if (depth > options_.max_depth) return unsupported("schemas nested deeper than " + std::to_string(options_.max_depth), ptr);
+    SPITE_TRY(count_expansion(ptr));
     if (m.is_boolean()) {
       if (m.get<bool>()) return ok();
       return unsupported("allOf with a false member (nothing matches)", ptr);
@@ -514,6 +523,7 @@ class compiler {
   const schema_options& options_;
   detail::rule_set rules_;
   std::map<std::string, std::string> refs_;  // $ref -> rule name
+  std::size_t expansions_ = 0;
 };
 
 }  // namespace

@@ -180,6 +180,19 @@ TEST_CASE("schema: features that cannot be enforced are refused by name and poin
         "unsupported JSON-schema feature 'if' at /");
   CHECK(refusal(R"({"type":"object","properties":{"a":{"type":"string","minLength":1,"pattern":"x"}}})") ==
         "unsupported JSON-schema feature 'pattern with minLength or maxLength' at /properties/a");
+  // Bounded work: each definition is allOf of the previous one three times, 3^12 schemas inlined.
+  std::string tripling = R"({"$defs":{"d0":{"type":"object","properties":{"a":{"type":"integer"}}})";
+  for (int i = 1; i <= 12; ++i) {
+    const std::string prev = "{\"$ref\":\"#/$defs/d" + std::to_string(i - 1) + "\"}";
+    tripling += ",\"d" + std::to_string(i) + "\":{\"allOf\":[" + prev + "," + prev + "," + prev + "]}";
+  }
+  tripling += R"(},"$ref":"#/$defs/d12"})";
+  CHECK(refusal(tripling).find("expands to more than 20000 subschemas") != std::string::npos);
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += R"({"type":"array","items":)";
+  deep += "{}";
+  for (int i = 0; i < 100; ++i) deep += "}";
+  CHECK(refusal(deep).find("schemas nested deeper than 64") != std::string::npos);
   // Malformed schemas are errors too, of another kind.
   auto bad = json_schema_text_to_gbnf(R"({"type":"strin"})");
   REQUIRE_FALSE(bad.ok());

@@ -35,6 +35,8 @@ struct schema_options {
   std::size_t max_depth = 64;          // schemas nested in schemas
   std::size_t max_schema_bytes = std::size_t{1} << 20;  // for the text overload
   std::uint32_t max_bound = 10000;     // largest minItems/maxItems/minLength/maxLength/{m,n} enforced
+  std::size_t max_expansions = 20000;  // schemas visited, counting those allOf / anyOf / $ref combine:
+                                       // a few lines of allOf over $ref can otherwise double per level
 };
 
 // GBNF text with a rule "root" for the values the schema accepts. Property order is kept, hence
