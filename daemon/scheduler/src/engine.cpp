@@ -168,6 +168,15 @@ struct engine::impl {
           finish(s, "stop");
           continue;
         }
+        if (s.req.on_token) {
+          token_info info;
+          info.id = next;
+          if (s.req.top_logprobs >= 0) {
+            info.logprob = static_cast<float>(static_cast<double>(row[static_cast<std::size_t>(next)]) - log_sum_exp(row));
+            if (s.req.top_logprobs > 0) info.top = top_logprobs(row, static_cast<std::size_t>(s.req.top_logprobs));
+          }
+          s.req.on_token(info);
+        }
         const std::string piece = s.detok->push(next);
         s.result.generated++;
         if (!piece.empty()) {
@@ -237,6 +246,7 @@ result<void> engine::submit(generation_request request) {
                                                   std::to_string(impl_->ctx->n_ctx()) + " tokens");
   }
   if (request.sampling.grammar && !request.sampling.grammar_vocab) request.sampling.grammar_vocab = impl_->grammar_vocab();
+  if (request.top_logprobs < -1 || request.top_logprobs > 20) return make_error(errc::invalid_argument, "top_logprobs must be 0..20");
   if (auto v = validate(request.sampling); !v) return v;
   {
     std::lock_guard lock(impl_->mutex);

@@ -127,13 +127,15 @@ struct choice_state {
   bool done = false, stopped = false, role_sent = false;
   std::int32_t completion_tokens = 0;
   clock_type::time_point last_token{};
+  json logprobs = json::array();          // every token's entry (non-streaming answer)
+  json pending_logprobs = json::array();  // entries not yet sent with a chunk
 };
 
 struct completion_job : std::enable_shared_from_this<completion_job> {
   std::shared_ptr<openai_api> api;
   std::shared_ptr<http_responder> out;
   std::string endpoint;
-  bool chat = true, stream = false, include_usage = false;
+  bool chat = true, stream = false, include_usage = false, want_logprobs = false;
   std::string id, model, echo_prefix;
   std::int64_t created = 0;
   std::vector<std::string> stop;
@@ -147,6 +149,33 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   json chunk_base() const {
     return {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
             {"model", model}, {"system_fingerprint", "spite-" + api->options_.version}};
+  }
+
+  static json bytes_of(const std::string& t) {
+    json b = json::array();
+    for (unsigned char c : t) b.push_back(c);
+    return b;
+  }
+  json entry(const token_logprob_entry& e) const {
+    json top = json::array();
+    for (const auto& [t, lp] : e.top) top.push_back({{"token", t}, {"logprob", lp}, {"bytes", bytes_of(t)}});
+    return {{"token", e.token}, {"logprob", e.logprob}, {"bytes", bytes_of(e.token)}, {"top_logprobs", top}};
+  }
+  // The logprobs object of a choice: chat's {"content": [...]}, or the legacy completion form.
+  json logprobs_object(const json& entries, std::size_t text_offset) const {
+    if (!want_logprobs) return nullptr;
+    if (chat) return {{"content", entries}};
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+    for (const auto& e : entries) {
+      tokens.push_back(e["token"]);
+      lps.push_back(e["logprob"]);
+      json top = json::object();
+      for (const auto& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
+      tops.push_back(top);
+      offsets.push_back(text_offset);
+      text_offset += e["token"].get<std::string>().size();
+    }
+    return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
   }
 
   void send_chunk(json chunk) {
@@ -187,10 +216,13 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
     }
     if (text.empty()) return;
     json ch = chunk_base();
+    json lp = logprobs_object(c.pending_logprobs, c.text.size());
+    c.pending_logprobs = json::array();
+    c.text += text;  // kept for text offsets
     if (chat) {
-      ch["choices"] = json::array({{{"index", i}, {"delta", {{"content", text}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+      ch["choices"] = json::array({{{"index", i}, {"delta", {{"content", text}}}, {"logprobs", lp}, {"finish_reason", nullptr}}});
     } else {
-      ch["choices"] = json::array({{{"index", i}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+      ch["choices"] = json::array({{{"index", i}, {"text", text}, {"logprobs", lp}, {"finish_reason", nullptr}}});
     }
     send_chunk(std::move(ch));
   }
@@ -204,6 +236,13 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
       api->metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - started).count());
     } else if (c.last_token != clock_type::time_point{}) {
       api->metrics_.inter_token.observe(std::chrono::duration<double>(now - c.last_token).count());
+    }
+    if (t.token) {  // log-probabilities come before the token's text
+      if (c.stopped) return;
+      json e = entry(*t.token);
+      c.logprobs.push_back(e);
+      c.pending_logprobs.push_back(std::move(e));
+      return;
     }
     c.last_token = now;
     if (c.stopped || t.text.empty()) return;
@@ -295,11 +334,11 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
     for (std::size_t i = 0; i < choices.size(); ++i) {
       const choice_state& c = choices[i];
       if (chat) {
-        body["choices"].push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}}, {"logprobs", nullptr},
-                                   {"finish_reason", c.finish_reason}});
+        body["choices"].push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}},
+                                   {"logprobs", logprobs_object(c.logprobs, 0)}, {"finish_reason", c.finish_reason}});
       } else {
-        body["choices"].push_back({{"index", i}, {"text", echo_prefix + c.text}, {"logprobs", nullptr},
-                                   {"finish_reason", c.finish_reason}});
+        body["choices"].push_back({{"index", i}, {"text", echo_prefix + c.text},
+                                   {"logprobs", logprobs_object(c.logprobs, echo_prefix.size())}, {"finish_reason", c.finish_reason}});
       }
     }
     api->answer(endpoint, *out, 200, body.dump(-1, ' ', false, json::error_handler_t::replace));
@@ -372,9 +411,15 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
         sp.logit_bias.emplace_back(static_cast<std::int32_t>(id), b <= -100 ? -INFINITY : static_cast<float>(b));
       }
     }
-    if (boolean(body, "logprobs", false) || (!chat && body.contains("logprobs") && !body["logprobs"].is_null() &&
-                                             !body["logprobs"].is_boolean())) {
-      throw bad_request{"logprobs are not supported yet", "logprobs"};
+    // Chat: logprobs (bool) + top_logprobs 0..20. Completions: logprobs as the number of alternatives 0..5.
+    if (chat) {
+      job->want_logprobs = boolean(body, "logprobs", false);
+      const std::int64_t top = integer(body, "top_logprobs", -1, 0, 20);
+      if (top >= 0 && !job->want_logprobs) throw bad_request{"top_logprobs needs logprobs: true", "top_logprobs"};
+      if (job->want_logprobs) in.top_logprobs = static_cast<int>(std::max<std::int64_t>(top, 0));
+    } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+      in.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, 0, 5));
+      job->want_logprobs = true;
     }
     // Structured output is enforced while sampling; what cannot be enforced is refused.
     if (body.contains("response_format") && !body["response_format"].is_null()) {
@@ -433,6 +478,7 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
       }
       if (boolean(body, "echo", false)) {
         if (prompts.size() != 1) throw bad_request{"echo works with one prompt", "echo"};
+        if (job->want_logprobs) throw bad_request{"logprobs of the prompt (echo with logprobs) are not supported yet", "echo"};
         job->echo_prefix = prompts[0];
       }
       for (auto& text : prompts) {

@@ -68,7 +68,18 @@ result<std::shared_ptr<server::generation>> http_backend::generate(const server:
   g.n_predict = input.max_tokens > 0 ? input.max_tokens : m.engine->n_ctx();
   g.sampling = input.sampling;
   auto on_token = std::move(callbacks.on_token);
-  g.on_text = [on_token](std::string_view text) { on_token({std::string(text)}); };
+  g.on_text = [on_token](std::string_view text) { on_token({std::string(text), std::nullopt}); };
+  g.top_logprobs = input.top_logprobs;
+  if (input.top_logprobs >= 0) {
+    std::shared_ptr<const tokenizer::tokenizer> tok = m.tok;
+    g.on_token = [on_token, tok](const scheduler::token_info& info) {
+      server::token_logprob_entry e;
+      e.token = std::string(tok->piece(info.id, false));
+      e.logprob = info.logprob;
+      for (const auto& t : info.top) e.top.emplace_back(std::string(tok->piece(t.id, false)), t.logprob);
+      on_token({std::string(), std::move(e)});
+    };
+  }
   service* svc = &svc_;
   g.on_done = [svc, lease, on_done = std::move(callbacks.on_done)](const scheduler::generation_result& r) mutable {
     server::generate_outcome o;

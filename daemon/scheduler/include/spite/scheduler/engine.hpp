@@ -13,6 +13,7 @@
 
 #include "spite/core/result.hpp"
 #include "spite/executor/context.hpp"
+#include "spite/scheduler/logprobs.hpp"
 #include "spite/scheduler/sampler.hpp"
 #include "spite/tokenizer/tokenizer.hpp"
 
@@ -25,12 +26,21 @@ struct generation_result {
   std::optional<error> failure;
 };
 
+// One generated token, for callers that want ids and log-probabilities (the API's logprobs).
+struct token_info {
+  std::int32_t id = -1;
+  float logprob = 0;                 // of the chosen token under the raw logits
+  std::vector<token_logprob> top;    // the most probable alternatives, when asked for
+};
+
 struct generation_request {
   std::vector<std::int32_t> prompt;
+  int top_logprobs = -1;  // -1: no log-probabilities; 0..20: the chosen token's and this many alternatives
   std::int32_t n_predict = 128;
   sampling_params sampling;
   // Called on the engine thread: keep them short and never block.
   std::function<void(std::string_view text)> on_text;
+  std::function<void(const token_info&)> on_token;  // before the token's text; end-of-generation tokens excluded
   std::function<void(const generation_result&)> on_done;  // exactly once
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
 };

@@ -32,10 +32,19 @@ struct generate_input {
   std::string prompt;
   std::int32_t max_tokens = 0;  // 0: the server's limit
   scheduler::sampling_params sampling;
+  int top_logprobs = -1;  // -1: none; else each token's log-probability and this many alternatives
 };
 
+struct token_logprob_entry {
+  std::string token;  // the token's own text (bytes, possibly a partial character)
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
+};
+
+// Either a generated token's log-probabilities (before its text), or text.
 struct token_event {
-  std::string text;  // may be empty (a token that completes no character yet)
+  std::string text;
+  std::optional<token_logprob_entry> token;
 };
 
 struct generate_outcome {
