@@ -277,13 +277,7 @@ class compiler {
       if (!alt) return std::move(alt).err();
       if (std::find(alts.begin(), alts.end(), *alt) == alts.end()) alts.push_back(*alt);
     }
-    return alts.size() == 1 ? alts[0] : rules_.add(hint, join(alts));
-  }
-
-  static std::string join(const std::vector<std::string>& alts) {
-    std::string out;
-    for (const auto& a : alts) out += (out.empty() ? "" : " | ") + a;
-    return out;
+    return alts.size() == 1 ? alts[0] : rules_.add(hint, detail::join(alts, " | "));
   }
 
   result<std::vector<std::string>> types_of(const json& s, const std::string& ptr) {
@@ -328,7 +322,7 @@ class compiler {
     }
     if (s.value("nullable", false) && std::find(alts.begin(), alts.end(), "\"null\"") == alts.end()) alts.push_back("\"null\"");
     if (alts.empty()) return malformed("no value of enum or const has the schema's type", ptr);
-    return rules_.add(hint, join(alts));
+    return rules_.add(hint, detail::join(alts, " | "));
   }
 
   result<std::string> typed(const json& s, const std::string& ptr, const std::string& hint, std::size_t depth) {
@@ -367,7 +361,7 @@ class compiler {
       if (!alt) return std::move(alt).err();
       if (std::find(alts.begin(), alts.end(), *alt) == alts.end()) alts.push_back(*alt);
     }
-    return alts.size() == 1 ? alts[0] : rules_.add(hint, join(alts));
+    return alts.size() == 1 ? alts[0] : rules_.add(hint, detail::join(alts, " | "));
   }
 
   result<std::string> object(const json& s, const std::string& ptr, const std::string& hint, std::size_t depth) {

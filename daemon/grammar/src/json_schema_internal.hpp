@@ -49,6 +49,22 @@ class rule_set {
   std::set<std::string> prims_;  // primitive rules already written
 };
 
+// "a | b" and its parenthesized form ("\"\"" for no alternative, the one for one).
+inline std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += sep;
+    out += p;
+  }
+  return out;
+}
+
+inline std::string group(const std::vector<std::string>& alts) {
+  if (alts.empty()) return "\"\"";
+  if (alts.size() == 1) return alts[0];
+  return "( " + join(alts, " | ") + " )";
+}
+
 // The GBNF literal of a value's compact JSON text ("\"a\"", "1", "null", "{\"k\":1}").
 std::string json_literal(const json& value);
 
@@ -57,6 +73,11 @@ result<std::string> string_rule(rule_set& rules, const json& s, const std::strin
                                 const schema_options& options);
 result<std::string> integer_rule(rule_set& rules, const json& s, const std::string& ptr, std::string_view hint);
 result<std::string> number_rule(rule_set& rules, const json& s, const std::string& ptr, std::string_view hint);
+// The inside of a JSON string matching a regular expression (JSON Schema's unanchored
+// semantics; `any_char`: the rule for one string character, for the unanchored ends). Features
+// beyond the subset are refused as "pattern <feature>" at ptr + "/pattern".
+result<std::string> pattern_body(std::string_view pattern, const std::string& ptr, std::uint32_t max_bound,
+                                 const std::string& any_char);
 // A JSON string that is none of `keys` (object keys beside the declared ones), without escapes
 // so that no escaped spelling of a declared key can slip through.
 std::string key_excluding(rule_set& rules, const std::vector<std::string>& keys);

@@ -40,21 +40,6 @@ const std::map<std::string, std::pair<std::string, std::vector<std::string>>, st
 
 constexpr std::uint64_t max_magnitude = 9999999999999999ULL;  // 16 digits
 
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (const auto& p : parts) {
-    if (!out.empty()) out += sep;
-    out += p;
-  }
-  return out;
-}
-
-std::string group(const std::vector<std::string>& alts) {
-  if (alts.empty()) return "\"\"";
-  if (alts.size() == 1) return alts[0];
-  return "( " + join(alts, " | ") + " )";
-}
-
 const std::string quote = R"("\"")";
 
 // ---- integer ranges as digit patterns
@@ -161,362 +146,6 @@ result<int_bounds> integer_bounds(const json& s, const std::string& ptr) {
   if (b.lo && b.hi && *b.lo > *b.hi) return malformed("no integer lies between minimum and maximum", ptr);
   return b;
 }
-
-// ---- patterns
-
-// Code point ranges as the inside of a JSON string: raw where JSON allows it, escaped for the
-// quote, the backslash and the common control characters (others are left out: a subset).
-std::string json_chars(const std::vector<std::pair<char32_t, char32_t>>& set) {
-  std::vector<std::pair<char32_t, char32_t>> raw;
-  for (auto [lo, hi] : set) {
-    lo = std::max<char32_t>(lo, 0x20);
-    for (const char32_t cut : {char32_t{'"'}, char32_t{'\\'}}) {
-      if (lo <= cut && cut <= hi) {
-        if (lo < cut) raw.emplace_back(lo, cut - 1);
-        lo = cut + 1;
-      }
-    }
-    if (lo <= hi) raw.emplace_back(lo, hi);
-  }
-  std::vector<std::string> alts;
-  if (!raw.empty()) {
-    std::string cls = "[";
-    for (const auto& [lo, hi] : raw) {
-      append_gbnf_char(cls, lo, true);
-      if (hi != lo) {
-        cls += '-';
-        append_gbnf_char(cls, hi, true);
-      }
-    }
-    alts.push_back(cls + "]");
-  }
-  const std::pair<char32_t, const char*> escapes[] = {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\t', "\\t"},
-                                                      {'\r', "\\r"}, {'\b', "\\b"}, {'\f', "\\f"}};
-  for (const auto& [c, esc] : escapes) {
-    const bool in = std::any_of(set.begin(), set.end(), [&](const auto& r) { return r.first <= c && c <= r.second; });
-    if (in) alts.push_back(gbnf_literal(esc));
-  }
-  if (alts.empty()) return "[^\\x00-\\U0010FFFF]";  // nothing: the branch is dropped at compile time
-  return group(alts);
-}
-
-// A regular expression (the subset JSON schemas use in practice) -> GBNF for the string's
-// contents. Anything beyond the subset is refused by name.
-class pattern_compiler {
- public:
-  pattern_compiler(std::string_view pattern, const std::string& ptr, std::uint32_t max_bound)
-      : ptr_(ptr + "/pattern"), max_bound_(max_bound) {
-    for (std::size_t i = 0; i < pattern.size();) {
-      const char32_t c = next_cp(pattern, i);
-      if (c == invalid_cp) {
-        fail(malformed("the pattern is not valid UTF-8", ptr_));
-        return;
-      }
-      cps_.push_back(c);
-    }
-  }
-
-  result<std::string> run(const std::string& any_char) {
-    if (err_) return *err_;
-    if (!cps_.empty() && cps_[0] == '^') {
-      anchored_start_ = true;
-      pos_ = 1;
-    }
-    if (cps_.size() > pos_ && cps_.back() == '$') {
-      std::size_t slashes = 0;
-      for (std::size_t i = cps_.size() - 1; i-- > pos_ && cps_[i] == '\\';) ++slashes;
-      if (slashes % 2 == 0) {
-        anchored_end_ = true;
-        cps_.pop_back();
-      }
-    }
-    std::string body = alternation(0);
-    if (!err_ && pos_ < cps_.size()) fail(malformed("unbalanced ')' in the pattern", ptr_));
-    if (err_) return *err_;
-    if (!anchored_start_) body = any_char + "* " + body;
-    if (!anchored_end_) body += " " + any_char + "*";
-    return body;
-  }
-
- private:
-  bool eof() const { return pos_ >= cps_.size(); }
-  char32_t peek(std::size_t ahead = 0) const { return pos_ + ahead < cps_.size() ? cps_[pos_ + ahead] : 0; }
-  void fail(error e) {
-    if (!err_) err_ = std::move(e);
-  }
-  void refuse(std::string_view what) { fail(unsupported("pattern " + std::string(what), ptr_)); }
-
-  std::string alternation(std::size_t depth) {
-    std::vector<std::string> alts{sequence(depth)};
-    while (!err_ && peek() == '|' && !eof()) {
-      ++pos_;
-      alts.push_back(sequence(depth));
-    }
-    if (depth == 0 && alts.size() > 1 && (anchored_start_ || anchored_end_)) {
-      refuse("with '^' or '$' on a top-level alternation (write ^(a|b)$)");
-    }
-    return group(alts);
-  }
-
-  std::string sequence(std::size_t depth) {
-    std::vector<std::string> items;
-    while (!err_ && !eof() && peek() != '|' && peek() != ')') {
-      std::string item = atom(depth);
-      if (err_) break;
-      item = quantified(item);
-      items.push_back(std::move(item));
-    }
-    if (items.empty()) return "\"\"";
-    return join(items, " ");
-  }
-
-  // {m}, {m,}, {m,n} at pos_: true with the bounds and pos_ past it; false (pos_ unchanged) if the
-  // brace is not a quantifier (then it is a literal '{', as in JavaScript).
-  bool braces(std::uint32_t& lo, std::optional<std::uint32_t>& hi) {
-    std::size_t p = pos_ + 1;
-    auto number = [&](std::uint64_t& v) {
-      const std::size_t start = p;
-      v = 0;
-      while (p < cps_.size() && cps_[p] >= '0' && cps_[p] <= '9' && v <= 1000000) v = v * 10 + (cps_[p++] - '0');
-      return p > start;
-    };
-    std::uint64_t a = 0, b = 0;
-    if (!number(a)) return false;
-    bool has_b = false, comma = false;
-    if (p < cps_.size() && cps_[p] == ',') {
-      comma = true;
-      ++p;
-      has_b = number(b);
-    }
-    if (p >= cps_.size() || cps_[p] != '}') return false;
-    pos_ = p + 1;
-    if (a > max_bound_ || (has_b && b > max_bound_)) {
-      refuse("repetition bound above " + std::to_string(max_bound_));
-      return true;
-    }
-    if (has_b && b < a) {
-      fail(malformed("pattern repetition {m,n} with n < m", ptr_));
-      return true;
-    }
-    lo = static_cast<std::uint32_t>(a);
-    hi = comma ? (has_b ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(b)) : std::nullopt)
-               : std::optional<std::uint32_t>(lo);
-    return true;
-  }
-
-  std::string quantified(std::string item) {
-    std::string q;
-    const char32_t c = peek();
-    if (c == '*' || c == '+' || c == '?') {
-      ++pos_;
-      q = std::string(1, static_cast<char>(c));
-    } else if (c == '{') {
-      std::uint32_t lo = 0;
-      std::optional<std::uint32_t> hi;
-      if (!braces(lo, hi)) return item;
-      if (err_) return {};
-      q = "{" + std::to_string(lo) + (hi ? (*hi == lo ? "" : "," + std::to_string(*hi)) : ",") + "}";
-    } else {
-      return item;
-    }
-    if (peek() == '?') ++pos_;  // lazy: matches the same strings
-    if (peek() == '+') refuse("possessive quantifier");
-    if (peek() == '*' || peek() == '+' || peek() == '?') fail(malformed("pattern quantifier with nothing to repeat", ptr_));
-    return "( " + item + " )" + q;
-  }
-
-  std::string atom(std::size_t depth) {
-    const char32_t c = cps_[pos_++];
-    switch (c) {
-      case '(': return paren(depth);
-      case '[': return json_chars(char_set());
-      case '.': return json_chars(char_class({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}, true).ranges());
-      case '\\': return escape();
-      case '^': refuse("'^' anywhere but at the start"); return {};
-      case '$': refuse("'$' anywhere but at the end"); return {};
-      case '*': case '+': case '?': fail(malformed("pattern quantifier with nothing to repeat", ptr_)); return {};
-      case '{': {
-        --pos_;
-        std::uint32_t lo = 0;
-        std::optional<std::uint32_t> hi;
-        if (braces(lo, hi)) {
-          fail(malformed("pattern quantifier with nothing to repeat", ptr_));
-          return {};
-        }
-        ++pos_;
-        return json_chars({{c, c}});
-      }
-      default: return json_chars({{c, c}});
-    }
-  }
-
-  std::string paren(std::size_t depth) {
-    if (depth + 1 > 32) {
-      refuse("groups nested deeper than 32");
-      return {};
-    }
-    if (peek() == '?') {
-      if (peek(1) == ':') {
-        pos_ += 2;
-      } else if (peek(1) == '=' || peek(1) == '!') {
-        refuse("lookahead");
-        return {};
-      } else if (peek(1) == '<' && (peek(2) == '=' || peek(2) == '!')) {
-        refuse("lookbehind");
-        return {};
-      } else if (peek(1) == '<' || (peek(1) == 'P' && peek(2) == '<')) {
-        while (!eof() && peek() != '>') ++pos_;  // a named group: the name does not change the language
-        ++pos_;
-      } else {
-        refuse("group syntax '(?" + std::string(1, static_cast<char>(peek(1))) + "' (inline flags?)");
-        return {};
-      }
-    }
-    std::string inner = alternation(depth + 1);
-    if (err_) return {};
-    if (peek() != ')' || eof()) {
-      fail(malformed("missing ')' in the pattern", ptr_));
-      return {};
-    }
-    ++pos_;
-    return "( " + inner + " )";
-  }
-
-  // \d \w \s and their complements; nullopt for other escapes.
-  static std::optional<std::vector<std::pair<char32_t, char32_t>>> class_escape(char32_t e) {
-    using ranges = std::vector<std::pair<char32_t, char32_t>>;
-    const ranges digit{{'0', '9'}}, word{{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}},
-        space{{'\t', '\r'}, {' ', ' '}, {0xA0, 0xA0}, {0x2028, 0x2029}, {0xFEFF, 0xFEFF}};
-    switch (e) {
-      case 'd': return digit;
-      case 'w': return word;
-      case 's': return space;
-      case 'D': return char_class(digit, true).ranges();
-      case 'W': return char_class(word, true).ranges();
-      case 'S': return char_class(space, true).ranges();
-      default: return std::nullopt;
-    }
-  }
-
-  // The character an escape stands for, or invalid_cp (after refusing) for the unsupported ones.
-  char32_t escaped_char(bool in_class) {
-    if (eof()) {
-      fail(malformed("pattern ends with '\\'", ptr_));
-      return invalid_cp;
-    }
-    const char32_t e = cps_[pos_++];
-    switch (e) {
-      case 'n': return '\n';
-      case 'r': return '\r';
-      case 't': return '\t';
-      case 'f': return '\f';
-      case 'v': return '\v';
-      case '0': return 0;
-      case 'b':
-        if (in_class) return '\b';
-        refuse("word boundary '\\b'");
-        return invalid_cp;
-      case 'B': refuse("word boundary '\\B'"); return invalid_cp;
-      case 'p': case 'P': refuse("Unicode property escape '\\p'"); return invalid_cp;
-      case 'k': refuse("backreference '\\k'"); return invalid_cp;
-      case 'x': case 'u': {
-        const int digits = e == 'x' ? 2 : 4;
-        char32_t v = 0;
-        for (int i = 0; i < digits; ++i) {
-          const char32_t h = peek();
-          const int d = h >= '0' && h <= '9' ? static_cast<int>(h - '0')
-                        : h >= 'a' && h <= 'f' ? static_cast<int>(h - 'a' + 10)
-                        : h >= 'A' && h <= 'F' ? static_cast<int>(h - 'A' + 10) : -1;
-          if (d < 0 || eof()) {
-            fail(malformed("bad hex escape in the pattern", ptr_));
-            return invalid_cp;
-          }
-          v = v * 16 + static_cast<char32_t>(d);
-          ++pos_;
-        }
-        return v;
-      }
-      default: break;
-    }
-    if (e >= '1' && e <= '9') {
-      refuse("backreference");
-      return invalid_cp;
-    }
-    if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z')) {
-      refuse(std::string("escape '\\") + static_cast<char>(e) + "'");
-      return invalid_cp;
-    }
-    return e;  // an escaped punctuation character stands for itself
-  }
-
-  std::string escape() {
-    if (!eof()) {
-      if (auto set = class_escape(peek())) {
-        ++pos_;
-        return json_chars(*set);
-      }
-    }
-    const char32_t c = escaped_char(false);
-    if (c == invalid_cp) return {};
-    return json_chars({{c, c}});
-  }
-
-  std::vector<std::pair<char32_t, char32_t>> char_set() {
-    bool negated = false;
-    if (peek() == '^') {
-      negated = true;
-      ++pos_;
-    }
-    std::vector<std::pair<char32_t, char32_t>> ranges;
-    bool first = true;
-    while (!err_) {
-      if (eof()) {
-        fail(malformed("missing ']' in the pattern", ptr_));
-        return {};
-      }
-      if (peek() == ']' && !first) break;
-      if (peek() == ']' && first) break;  // [] matches nothing, [^] anything (JavaScript)
-      first = false;
-      char32_t lo = cps_[pos_++];
-      if (lo == '\\') {
-        if (auto set = class_escape(peek())) {
-          ++pos_;
-          ranges.insert(ranges.end(), set->begin(), set->end());
-          continue;
-        }
-        lo = escaped_char(true);
-        if (lo == invalid_cp) return {};
-      }
-      char32_t hi = lo;
-      if (peek() == '-' && peek(1) != ']' && pos_ + 1 < cps_.size()) {
-        ++pos_;
-        hi = cps_[pos_++];
-        if (hi == '\\') {
-          if (class_escape(peek())) {
-            refuse("class range ending in a class escape");
-            return {};
-          }
-          hi = escaped_char(true);
-          if (hi == invalid_cp) return {};
-        }
-        if (hi < lo) {
-          fail(malformed("pattern class range out of order", ptr_));
-          return {};
-        }
-      }
-      ranges.emplace_back(lo, hi);
-    }
-    ++pos_;
-    return char_class(std::move(ranges), negated).ranges();
-  }
-
-  std::vector<char32_t> cps_;
-  std::size_t pos_ = 0;
-  std::string ptr_;
-  std::uint32_t max_bound_;
-  bool anchored_start_ = false, anchored_end_ = false;
-  std::optional<error> err_;
-};
 
 result<std::optional<std::uint32_t>> count_keyword(const json& s, const char* key, const std::string& ptr,
                                                    std::uint32_t max_bound) {
@@ -645,8 +274,7 @@ result<std::string> string_rule(rule_set& rules, const json& s, const std::strin
   if (has_pattern) {
     if (!s["pattern"].is_string()) return malformed("'pattern' must be a string", ptr);
     if (has_length) return unsupported("pattern with minLength or maxLength", ptr);
-    pattern_compiler pc(s["pattern"].get_ref<const std::string&>(), ptr, options.max_bound);
-    auto body = pc.run(rules.prim("char"));
+    auto body = pattern_body(s["pattern"].get_ref<const std::string&>(), ptr, options.max_bound, rules.prim("char"));
     if (!body) return std::move(body).err();
     return rules.add(std::string(hint) + "-string", quote + " " + *body + " " + quote);
   }
@@ -684,46 +312,68 @@ result<std::string> integer_rule(rule_set& rules, const json& s, const std::stri
 }
 
 result<std::string> number_rule(rule_set& rules, const json& s, const std::string& ptr, std::string_view hint) {
-  for (const char* key : {"exclusiveMinimum", "exclusiveMaximum"}) {
-    if (s.contains(key)) return unsupported(std::string(key) + " on numbers", ptr);
-  }
-  auto mn = number_keyword(s, "minimum", ptr);
-  if (!mn) return std::move(mn).err();
-  auto mx = number_keyword(s, "maximum", ptr);
-  if (!mx) return std::move(mx).err();
   if (const auto f = s.find("format"); f != s.end() && *f != "double" && *f != "float") {
     return unsupported("format '" + f->dump() + "' on numbers", ptr);
   }
-  if (!*mn && !*mx) return rules.prim("number");
   // Integer bounds only: a bound then splits the integer part exactly, the fraction being free
-  // below the bound and zero at it. No exponent, which would move the point.
+  // inside, zero at an inclusive bound and non-zero just past an exclusive one. No exponent,
+  // which would move the point.
+  struct bound {
+    bool has = false;
+    std::int64_t v = 0;
+    bool exclusive = false;
+  };
+  bound lo, hi;
   const double limit = static_cast<double>(max_magnitude);
-  for (const auto& v : {*mn, *mx}) {
-    if (v && (std::floor(*v) != *v || std::fabs(*v) > limit)) return unsupported("non-integer minimum or maximum on numbers", ptr);
+  auto take = [&](const char* key, bool is_lo, bool exclusive) -> result<void> {
+    const auto it = s.find(key);
+    if (it == s.end() || it->is_boolean()) return ok();
+    if (!it->is_number()) return malformed(std::string("'") + key + "' must be a number", ptr);
+    const double d = it->get<double>();
+    if (std::floor(d) != d || std::fabs(d) > limit) return unsupported(std::string("non-integer ") + key + " on numbers", ptr);
+    // Draft 4: "exclusiveMinimum": true makes "minimum" exclusive.
+    const char* flag = is_lo ? "exclusiveMinimum" : "exclusiveMaximum";
+    if (!exclusive && s.contains(flag) && (*s.find(flag)).is_boolean() && (*s.find(flag)).get<bool>()) exclusive = true;
+    const auto v = static_cast<std::int64_t>(d);
+    bound& b = is_lo ? lo : hi;
+    const bool tighter = !b.has || (is_lo ? v > b.v : v < b.v) || (v == b.v && exclusive);
+    if (tighter) b = {true, v, exclusive};
+    return ok();
+  };
+  SPITE_TRY(take("minimum", true, false));
+  SPITE_TRY(take("exclusiveMinimum", true, true));
+  SPITE_TRY(take("maximum", false, false));
+  SPITE_TRY(take("exclusiveMaximum", false, true));
+  if (!lo.has && !hi.has) return rules.prim("number");
+  if (lo.has && hi.has && (lo.v > hi.v || (lo.v == hi.v && (lo.exclusive || hi.exclusive)))) {
+    return malformed("no number lies between the minimum and the maximum", ptr);
   }
-  // Absent bounds as sentinels (plain integers keep GCC's maybe-uninitialized analysis quiet).
   constexpr std::uint64_t unbounded = UINT64_MAX;
-  const bool has_lo = mn->has_value(), has_hi = mx->has_value();
-  const auto lo = has_lo ? static_cast<std::int64_t>(**mn) : std::int64_t{0};
-  const auto hi = has_hi ? static_cast<std::int64_t>(**mx) : std::int64_t{0};
-  if (has_lo && has_hi && lo > hi) return malformed("minimum is above maximum", ptr);
-  const std::string frac = R"(( "." [0-9]{1,16} )?)", zero = R"(( "." "0"{1,16} )?)";
-  // Magnitudes m with from <= m <= to.
-  auto magnitudes = [&](std::uint64_t from, std::uint64_t to) {
-    if (to == unbounded) return uint_at_least(from) + " " + frac;
+  const std::string frac = R"(( "." [0-9]{1,16} )?)", zero = R"(( "." "0"{1,16} )?)", nonzero = R"("." [0-9]{0,15} [1-9])";
+  // Magnitudes m (digits without a sign) with from <= m (from < m when from_x) and m <= to
+  // (m < to when to_x; `unbounded`: no upper end).
+  auto magnitudes = [&](std::uint64_t from, bool from_x, std::uint64_t to, bool to_x) {
     std::vector<std::string> alts;
-    if (to > from) alts.push_back(uint_range(from, to - 1) + " " + frac);
-    alts.push_back(gbnf_literal(std::to_string(to)) + " " + zero);
+    const std::uint64_t first = from + (from_x ? 1 : 0);
+    if (to == unbounded) {
+      alts.push_back(uint_at_least(first) + " " + frac);
+    } else {
+      if (to >= 1 && first <= to - 1) alts.push_back(uint_range(first, to - 1) + " " + frac);
+      if (!to_x && to >= first) alts.push_back(gbnf_literal(std::to_string(to)) + " " + zero);
+    }
+    if (from_x && (to == unbounded || from < to)) alts.push_back(gbnf_literal(std::to_string(from)) + " " + nonzero);
     return group(alts);
   };
   std::vector<std::string> alts;
-  if (!has_hi || hi >= 0) {
-    const auto from = static_cast<std::uint64_t>(has_lo && lo > 0 ? lo : 0);
-    alts.push_back(magnitudes(from, has_hi ? static_cast<std::uint64_t>(hi) : unbounded));
+  if (!hi.has || hi.v > 0 || (hi.v == 0 && !hi.exclusive)) {  // values >= 0
+    const bool from_lo = lo.has && lo.v >= 0;
+    alts.push_back(magnitudes(from_lo ? static_cast<std::uint64_t>(lo.v) : 0, from_lo && lo.exclusive,
+                              hi.has ? static_cast<std::uint64_t>(hi.v) : unbounded, hi.exclusive));
   }
-  if (!has_lo || lo < 0) {
-    const auto from = static_cast<std::uint64_t>(has_hi && hi < 0 ? -hi : 0);
-    alts.push_back("\"-\" " + group({magnitudes(from, has_lo ? static_cast<std::uint64_t>(-lo) : unbounded)}));
+  if (!lo.has || lo.v < 0) {  // values < 0: -m >= lo is m <= -lo; -m <= hi is m >= -hi
+    const bool from_hi = hi.has && hi.v <= 0;
+    alts.push_back("\"-\" " + group({magnitudes(from_hi ? static_cast<std::uint64_t>(-hi.v) : 0, from_hi && hi.exclusive,
+                                                  lo.has ? static_cast<std::uint64_t>(-lo.v) : unbounded, lo.exclusive)}));
   }
   return rules.add(std::string(hint) + "-number", group(alts));
 }

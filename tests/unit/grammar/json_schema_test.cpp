@@ -154,6 +154,11 @@ TEST_CASE("schema: integer and number bounds", "[grammar][schema]") {
   check_schema(R"({"type":"integer","minimum":0,"exclusiveMaximum":true,"maximum":3})", {"0", "2"}, {"3"});
   check_schema(R"({"type":"number","minimum":0,"maximum":1})", {"0", "0.5", "1", "1.0", "0.999"}, {"1.5", "-0.5", "2", "1e-3"});
   check_schema(R"({"type":"number","minimum":-2})", {"-2", "-1.5", "-0.5", "7.25"}, {"-2.5", "-3"});
+  check_schema(R"({"type":"number","exclusiveMinimum":0})", {"0.5", "0.01", "3", "12.75"}, {"0", "0.0", "-1", "-0.5", "-0"});
+  check_schema(R"({"type":"number","exclusiveMinimum":-1,"exclusiveMaximum":2})", {"-0.5", "0", "1.99", "-0.001"},
+               {"-1", "-1.0", "2", "2.0", "2.5", "-1.5"});
+  check_schema(R"({"type":"number","maximum":-3,"exclusiveMaximum":true})", {"-3.5", "-4"}, {"-3", "-3.0", "-2.5", "0"});
+  check_schema(R"({"type":"number","exclusiveMaximum":0})", {"-0.5", "-3"}, {"0", "-0", "0.5"});
 }
 
 TEST_CASE("schema: features that cannot be enforced are refused by name and pointer", "[grammar][schema]") {
@@ -172,7 +177,7 @@ TEST_CASE("schema: features that cannot be enforced are refused by name and poin
         "unsupported JSON-schema feature 'pattern word boundary '\\b'' at /pattern");
   CHECK(refusal(R"({"$ref":"https://example.com/s.json"})").find("$ref to 'https://example.com/s.json'") != std::string::npos);
   CHECK(refusal(R"({"type":"number","exclusiveMinimum":0.5})") ==
-        "unsupported JSON-schema feature 'exclusiveMinimum on numbers' at /");
+        "unsupported JSON-schema feature 'non-integer exclusiveMinimum on numbers' at /");
   CHECK(refusal(R"({"type":"array","maxItems":100000})") == "unsupported JSON-schema feature 'maxItems above 10000' at /");
   CHECK(refusal(R"({"allOf":[{"type":"string","maxLength":3},{"type":"string","maxLength":4}]})") ==
         "unsupported JSON-schema feature 'allOf members that give 'maxLength' different values' at /");

@@ -10,7 +10,8 @@
 // arrays: items, prefixItems (and the older items-array with additionalItems), minItems,
 // maxItems; strings: minLength, maxLength, pattern (anchored or not; literals, classes, groups,
 // alternation, ? * + {m,n}), format date / time / date-time / uuid; integers: minimum, maximum,
-// exclusiveMinimum, exclusiveMaximum; anyOf, oneOf (as anyOf: exclusivity between overlapping
+// exclusiveMinimum, exclusiveMaximum; numbers: the same bounds when they are integers (no
+// exponent then); anyOf, oneOf (as anyOf: exclusivity between overlapping
 // branches is not checked), allOf (merged), $ref to #/$defs, #/definitions or any local
 // pointer, recursion included.
 //
