@@ -2,6 +2,7 @@
 // partial UTF-8, ambiguity bounds).
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <random>
 #include <string>
 
 #include "spite/grammar/grammar.hpp"
@@ -233,4 +234,35 @@ TEST_CASE("matcher: ambiguity is bounded, in stacks and in time", "[grammar][mat
   CHECK(fast.can_end());
   CHECK(fast.stack_count() < 32);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+}
+
+TEST_CASE("gbnf: random input never crashes the parser or the matcher", "[grammar][gbnf]") {
+  // Text built from the grammar's own punctuation, names and escapes: most of it is refused, some
+  // parses; whatever parses is then fed random text. Under the sanitizers this is a small fuzzer.
+  const std::vector<std::string> pieces = {"root", " ::= ", "a", "b", " | ", "(", ")", "*", "+", "?", "{2}", "{1,3}", "{0,}",
+                                           "\"x\"", "\"\\n\"", "[a-c]", "[^b]", ".", "\n", "#c\n", "\\", "\"", "[", "]",
+                                           "{", "}", "\xC3\xA9", "\xFF", "a ::= ", "\nb ::= \"y\" a?"};
+  std::mt19937 rng(1234);
+  int parsed = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = "root ::= ";
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int k = 0; k < n; ++k) text += pieces[rng() % pieces.size()];
+    auto g = grammar::parse(text);
+    if (!g) {
+      CHECK(g.err().message.rfind("gbnf", 0) == 0);
+      continue;
+    }
+    ++parsed;
+    matcher m(*g);
+    std::vector<std::uint8_t> mask;
+    vocabulary v({"a", "b", "x", "y", "\n", "\xC3", "\xA9", "ab", "xy"}, {});
+    for (int k = 0; k < 20; ++k) {
+      m.allowed_tokens(v, mask);
+      const auto id = static_cast<std::int32_t>(rng() % 9);
+      CHECK(m.allows_token(v, id) == (mask[static_cast<std::size_t>(id)] != 0));
+      m.accept_token(v, id);
+    }
+  }
+  CHECK(parsed > 100);
 }

@@ -1,6 +1,8 @@
 // JSON schema -> grammar: for each schema, texts the grammar must accept and texts it must not;
 // features that cannot be enforced must be refused with their name and JSON pointer.
 #include <catch2/catch.hpp>
+#include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -230,4 +232,55 @@ TEST_CASE("schema: whitespace between tokens is bounded", "[grammar][schema]") {
   int indent = 0;
   while (indent < 100 && nl.accept(" ")) ++indent;
   CHECK(indent == 20);
+}
+
+TEST_CASE("schema: random schemas never crash the compiler", "[grammar][schema]") {
+  // Schemas assembled at random from the keywords (valid or not); each either compiles to a
+  // grammar, or is refused with a message of one of the two kinds.
+  std::mt19937 rng(99);
+  const std::vector<std::string> types = {"\"object\"", "\"array\"", "\"string\"", "\"integer\"", "\"number\"", "\"boolean\"",
+                                          "\"null\"", "[\"string\",\"null\"]", "7"};
+  std::function<std::string(int)> make = [&](int depth) -> std::string {
+    if (depth > 3) return rng() % 2 ? "true" : R"({"type":"integer"})";
+    std::string s = "{";
+    const int n = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < n; ++k) {
+      if (k > 0) s += ",";
+      switch (rng() % 14) {
+        case 0: s += "\"type\":" + types[rng() % types.size()]; break;
+        case 1: s += "\"properties\":{\"a\":" + make(depth + 1) + ",\"b\":" + make(depth + 1) + "}"; break;
+        case 2: s += "\"required\":[\"a\"]"; break;
+        case 3: s += "\"items\":" + make(depth + 1); break;
+        case 4: s += "\"anyOf\":[" + make(depth + 1) + "," + make(depth + 1) + "]"; break;
+        case 5: s += "\"allOf\":[" + make(depth + 1) + "," + make(depth + 1) + "]"; break;
+        case 6: s += "\"enum\":[1,\"x\",null]"; break;
+        case 7: s += "\"minItems\":" + std::to_string(rng() % 3) + ",\"maxItems\":" + std::to_string(rng() % 4); break;
+        case 8: s += "\"pattern\":\"" + std::string(rng() % 2 ? "^[a-z]{1,3}$" : "(a|b\\\\d)+") + "\""; break;
+        case 9: s += "\"minimum\":" + std::to_string(static_cast<int>(rng() % 20) - 10); break;
+        case 10: s += "\"maximum\":" + std::to_string(static_cast<int>(rng() % 20) - 5); break;
+        case 11: s += "\"additionalProperties\":" + make(depth + 1); break;
+        case 12: s += "\"$ref\":\"#\""; break;
+        default: s += "\"maxLength\":" + std::to_string(rng() % 5); break;
+      }
+    }
+    return s + "}";
+  };
+  int compiled = 0;
+  for (int i = 0; i < 500; ++i) {
+    const std::string text = make(0);
+    INFO(text);
+    const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (schema.is_discarded()) continue;  // duplicate keys are fine for the parser; bad JSON is not ours
+    auto g = json_schema_grammar(schema);
+    if (!g) {
+      const auto& m = g.err().message;
+      CHECK((m.rfind("unsupported JSON-schema feature", 0) == 0 || m.rfind("invalid JSON schema", 0) == 0 ||
+             m.rfind("the JSON schema cannot be enforced", 0) == 0));
+      continue;
+    }
+    ++compiled;
+    matcher m(*g);
+    for (const char* probe : {"{\"a\":1}", "[1,2]", "\"abc\"", "3", "null", "{\"a\":{\"b\":[]}}"}) m.allows(probe);
+  }
+  CHECK(compiled > 50);
 }
