@@ -10,6 +10,7 @@
 
 #include "spite/grammar/json_schema.hpp"
 #include "spite/server/openai.hpp"
+#include "spite/server/tools.hpp"
 
 namespace spite::server {
 using nlohmann::json;
@@ -127,8 +128,11 @@ struct choice_state {
   bool done = false, stopped = false, role_sent = false;
   std::int32_t completion_tokens = 0;
   clock_type::time_point last_token{};
+  std::string raw;            // tool mode: the text while it may still be a tool call
+  bool content_mode = false;  // tool mode: it turned out to be plain content
   json logprobs = json::array();          // every token's entry (non-streaming answer)
   json pending_logprobs = json::array();  // entries not yet sent with a chunk
+  json tool_calls;                         // the calls found, when the choice made any
 };
 
 struct completion_job : std::enable_shared_from_this<completion_job> {
@@ -136,6 +140,8 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   std::shared_ptr<http_responder> out;
   std::string endpoint;
   bool chat = true, stream = false, include_usage = false, want_logprobs = false;
+  bool tool_mode = false;
+  tool_format tools_format = tool_format::generic;
   std::string id, model, echo_prefix;
   std::int64_t created = 0;
   std::vector<std::string> stop;
@@ -200,8 +206,33 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
     choices[i].gen = std::move(g);
   }
 
-  // Text that is final for choice i: into the answer, or out as a chunk.
+  // Text that is final for choice i. With tools, text that may still become a tool call is
+  // held until it is clear.
   void emit(std::size_t i, const std::string& text) {
+    choice_state& c = choices[i];
+    if (tool_mode && !c.content_mode) {
+      c.raw += text;
+      if (may_become_tool_call(tools_format, c.raw)) return;
+      c.content_mode = true;
+      std::string all = std::move(c.raw);
+      c.raw.clear();
+      return emit_text(i, all);
+    }
+    emit_text(i, text);
+  }
+
+  // The OpenAI tool_calls of a finished choice.
+  static json tool_calls_json(const std::vector<tool_call>& calls) {
+    json out = json::array();
+    for (std::size_t k = 0; k < calls.size(); ++k) {
+      out.push_back({{"index", k}, {"id", random_id("call_")}, {"type", "function"},
+                     {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}});
+    }
+    return out;
+  }
+
+  // Into the answer, or out as a chunk.
+  void emit_text(std::size_t i, const std::string& text) {
     choice_state& c = choices[i];
     if (!stream) {
       c.text += text;
@@ -287,6 +318,35 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
       if (!c.stopped) emit(i, c.held);
       c.held.clear();
       c.finish_reason = c.stopped ? "stop" : o.stop_reason == "length" ? "length" : "stop";
+      if (tool_mode && !c.content_mode) {
+        std::string content;
+        auto calls = parse_tool_calls(tools_format, c.raw, content);
+        if (calls) {
+          c.finish_reason = "tool_calls";
+          c.tool_calls = tool_calls_json(*calls);
+          if (!content.empty()) emit_text(i, content);
+          if (stream) {
+            if (chat && !c.role_sent) emit_text(i, "");
+            for (const auto& call : c.tool_calls) {
+              // The call's head first, then its arguments, as OpenAI streams them.
+              json head = call;
+              head["function"]["arguments"] = "";
+              json ch = chunk_base();
+              ch["choices"] = json::array({{{"index", i}, {"delta", {{"tool_calls", json::array({head})}}}, {"logprobs", nullptr},
+                                            {"finish_reason", nullptr}}});
+              send_chunk(std::move(ch));
+              json args{{"index", call["index"]}, {"function", {{"arguments", call["function"]["arguments"]}}}};
+              ch = chunk_base();
+              ch["choices"] = json::array({{{"index", i}, {"delta", {{"tool_calls", json::array({args})}}}, {"logprobs", nullptr},
+                                            {"finish_reason", nullptr}}});
+              send_chunk(std::move(ch));
+            }
+          }
+        } else {
+          emit_text(i, c.raw);
+        }
+        c.raw.clear();
+      }
       if (stream) {
         json ch = chunk_base();
         ch["choices"] = json::array({chat ? json{{"index", i}, {"delta", json::object()}, {"logprobs", nullptr},
@@ -334,8 +394,13 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
     for (std::size_t i = 0; i < choices.size(); ++i) {
       const choice_state& c = choices[i];
       if (chat) {
-        body["choices"].push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}},
-                                   {"logprobs", logprobs_object(c.logprobs, 0)}, {"finish_reason", c.finish_reason}});
+        json message{{"role", "assistant"}, {"content", c.text}};
+        if (!c.tool_calls.is_null()) {
+          if (c.text.empty()) message["content"] = nullptr;
+          message["tool_calls"] = c.tool_calls;
+        }
+        body["choices"].push_back({{"index", i}, {"message", message}, {"logprobs", logprobs_object(c.logprobs, 0)},
+                                   {"finish_reason", c.finish_reason}});
       } else {
         body["choices"].push_back({{"index", i}, {"text", echo_prefix + c.text},
                                    {"logprobs", logprobs_object(c.logprobs, echo_prefix.size())}, {"finish_reason", c.finish_reason}});
@@ -450,13 +515,76 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
       if (!g) throw bad_request{g.err().message, "grammar"};
       sp.grammar = std::move(*g);
     }
+    std::vector<tool_spec> tools;
+    std::string tool_choice = "auto", named_tool;
+    bool parallel_tools = boolean(body, "parallel_tool_calls", true);
     if (body.contains("tools") && !body["tools"].is_null() && !body["tools"].empty()) {
-      throw bad_request{"tools are not supported yet", "tools"};
+      if (!chat) throw bad_request{"tools need /v1/chat/completions", "tools"};
+      auto parsed = parse_tools(body["tools"]);
+      if (!parsed) throw bad_request{parsed.err().message, "tools"};
+      tools = std::move(*parsed);
+      if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
+        const json& tc = body["tool_choice"];
+        if (tc.is_string()) {
+          tool_choice = tc.get<std::string>();
+          if (tool_choice != "none" && tool_choice != "auto" && tool_choice != "required") {
+            throw bad_request{"tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice"};
+          }
+        } else if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("function") &&
+                   tc["function"].is_object() && tc["function"].contains("name") && tc["function"]["name"].is_string()) {
+          tool_choice = "named";
+          named_tool = tc["function"]["name"].get<std::string>();
+          bool known = false;
+          for (const auto& t : tools) known = known || t.name == named_tool;
+          if (!known) throw bad_request{"tool_choice names '" + named_tool + "', which is not in tools", "tool_choice"};
+        } else {
+          throw bad_request{"tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice"};
+        }
+      }
+    } else if (body.contains("tool_choice") && !body["tool_choice"].is_null() && body["tool_choice"] != "none" &&
+               body["tool_choice"] != "auto") {
+      throw bad_request{"tool_choice needs tools", "tool_choice"};
+    }
+    if (!tools.empty() && tool_choice != "none") {
+      auto source = backend_->chat_template(job->model);
+      if (!source) {
+        const int status = source.err().code == errc::not_found ? 404 : 400;
+        return answer(endpoint, *out, status, error_body(source.err().message, "invalid_request_error", "model",
+                                                         status == 404 ? "model_not_found" : ""));
+      }
+      job->tool_mode = true;
+      job->tools_format = detect_tool_format(*source);
+      if (tool_choice == "required" || tool_choice == "named") {
+        if (sp.grammar) throw bad_request{"a forced tool call cannot be combined with response_format or grammar", "tool_choice"};
+        std::vector<tool_spec> allowed;
+        for (const auto& t : tools) {
+          if (tool_choice == "required" || t.name == named_tool) allowed.push_back(t);
+        }
+        auto gbnf = tool_call_gbnf(job->tools_format, allowed, parallel_tools && tool_choice == "required");
+        if (!gbnf) throw bad_request{gbnf.err().message, "tools"};
+        auto g = grammar::grammar::parse(*gbnf);
+        if (!g) throw bad_request{"tools: " + g.err().message, "tools"};
+        sp.grammar = std::move(*g);
+      }
     }
     job->stop = stop_strings(body);
     if (chat) {
       if (!body.contains("messages")) throw bad_request{"messages is required", "messages"};
-      in.messages = nlohmann::ordered_json::parse(normalize_messages(body["messages"]).dump());
+      json messages = normalize_messages(body["messages"]);
+      if (job->tool_mode) {
+        if (job->tools_format == tool_format::generic) {
+          // The template knows no tools: they are described in a system message.
+          const std::string prompt = generic_tool_prompt(tools);
+          if (!messages.empty() && messages[0].value("role", "") == "system" && messages[0]["content"].is_string()) {
+            messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + prompt;
+          } else {
+            messages.insert(messages.begin(), json{{"role", "system"}, {"content", prompt}});
+          }
+        } else {
+          in.tools = nlohmann::ordered_json::parse(body["tools"].dump());
+        }
+      }
+      in.messages = nlohmann::ordered_json::parse(messages.dump());
       inputs.push_back(std::move(in));
     } else {
       if (!body.contains("prompt")) throw bad_request{"prompt is required", "prompt"};

@@ -117,6 +117,12 @@ std::string pooling_of(const gguf::file& f, const std::string& arch) {
 
 }  // namespace
 
+result<std::string> http_backend::chat_template(const std::string& model) {
+  auto lease = svc_.acquire(model);
+  if (!lease) return std::move(lease).err();
+  return (*lease)->chat->source();
+}
+
 result<server::embed_output> http_backend::embed(const server::embed_input& input) {
   if (svc_.shutdown_requested()) return make_error(errc::unavailable, "spited is shutting down");
   auto lease = svc_.acquire(input.model);

@@ -13,6 +13,7 @@ class http_backend final : public server::backend {
   std::vector<server::model_card> models() override;
   result<std::shared_ptr<server::generation>> generate(const server::generate_input& input,
                                                        server::generate_callbacks callbacks) override;
+  result<std::string> chat_template(const std::string& model) override;
   result<server::embed_output> embed(const server::embed_input& input) override;
   server::readiness ready() override;
   std::string metrics() override;

@@ -87,6 +87,8 @@ class backend {
   // errc::not_found (unknown model), busy (queue full), invalid_argument (prompt too long, bad
   // template input), unavailable (shutting down).
   virtual result<std::shared_ptr<generation>> generate(const generate_input& input, generate_callbacks callbacks) = 0;
+  // The model's chat template source (loads the model on demand): tool formats follow it.
+  virtual result<std::string> chat_template(const std::string& model) = 0;
   // Runs on the calling (worker) thread until the vectors are there.
   virtual result<embed_output> embed(const embed_input& input) = 0;
   virtual readiness ready() = 0;
