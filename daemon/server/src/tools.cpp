@@ -109,7 +109,7 @@ std::string_view tool_format_name(tool_format f) {
 
 tool_format detect_tool_format(std::string_view src) {
   const auto has = [&](std::string_view m) { return src.find(m) != std::string_view::npos; };
-  if (has("<|channel|>") && has("to=functions")) return tool_format::gpt_oss;
+  if (has("<|channel|>") && has("<|call|>")) return tool_format::gpt_oss;
   if (has("tool▁calls▁begin") || has("tool_calls_begin")) return tool_format::deepseek;
   if (has(mistral_tag)) return tool_format::mistral;
   if (has(hermes_open)) return tool_format::hermes;
