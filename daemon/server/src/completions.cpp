@@ -141,6 +141,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   std::string endpoint;
   bool chat = true, stream = false, include_usage = false, want_logprobs = false;
   bool tool_mode = false;
+  bool echo_logprobs = false;  // completions: echo with logprobs gives the prompt's own too
   tool_format tools_format = tool_format::generic;
   std::string id, model, echo_prefix;
   std::int64_t created = 0;
@@ -151,6 +152,8 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   int finished = 0;
   bool first_token_seen = false, failed = false;
   clock_type::time_point started = clock_type::now();
+
+  json prompt_logprobs = json::array();  // echo: the prompt tokens' entries
 
   json chunk_base() const {
     return {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
@@ -165,7 +168,8 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   json entry(const token_logprob_entry& e) const {
     json top = json::array();
     for (const auto& [t, lp] : e.top) top.push_back({{"token", t}, {"logprob", lp}, {"bytes", bytes_of(t)}});
-    return {{"token", e.token}, {"logprob", e.logprob}, {"bytes", bytes_of(e.token)}, {"top_logprobs", top}};
+    return {{"token", e.token}, {"logprob", std::isnan(e.logprob) ? json(nullptr) : json(e.logprob)}, {"bytes", bytes_of(e.token)},
+            {"top_logprobs", top}};
   }
   // The logprobs object of a choice: chat's {"content": [...]}, or the legacy completion form.
   json logprobs_object(const json& entries, std::size_t text_offset) const {
@@ -177,7 +181,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
       lps.push_back(e["logprob"]);
       json top = json::object();
       for (const auto& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
-      tops.push_back(top);
+      tops.push_back(e["logprob"].is_null() ? json(nullptr) : top);
       offsets.push_back(text_offset);
       text_offset += e["token"].get<std::string>().size();
     }
@@ -402,8 +406,10 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
         body["choices"].push_back({{"index", i}, {"message", message}, {"logprobs", logprobs_object(c.logprobs, 0)},
                                    {"finish_reason", c.finish_reason}});
       } else {
+        json entries = prompt_logprobs;
+        for (const auto& e : c.logprobs) entries.push_back(e);
         body["choices"].push_back({{"index", i}, {"text", echo_prefix + c.text},
-                                   {"logprobs", logprobs_object(c.logprobs, echo_prefix.size())}, {"finish_reason", c.finish_reason}});
+                                   {"logprobs", logprobs_object(entries, 0)}, {"finish_reason", c.finish_reason}});
       }
     }
     api->answer(endpoint, *out, 200, body.dump(-1, ' ', false, json::error_handler_t::replace));
@@ -606,7 +612,7 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
       }
       if (boolean(body, "echo", false)) {
         if (prompts.size() != 1) throw bad_request{"echo works with one prompt", "echo"};
-        if (job->want_logprobs) throw bad_request{"logprobs of the prompt (echo with logprobs) are not supported yet", "echo"};
+        job->echo_logprobs = job->want_logprobs;
         job->echo_prefix = prompts[0];
       }
       for (auto& text : prompts) {
@@ -621,12 +627,26 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
     return answer(endpoint, *out, 400, error_body(std::string("bad field: ") + e.what()));
   }
 
+  // echo + logprobs: the prompt's tokens come first in every choice's logprobs.
+  if (job->echo_logprobs) {
+    auto entries = backend_->prompt_logprobs(job->model, job->echo_prefix, inputs[0].top_logprobs);
+    if (!entries) {
+      const int status = entries.err().code == errc::not_found ? 404 : entries.err().code == errc::unavailable ? 503 : 400;
+      return answer(endpoint, *out, status, error_body(entries.err().message, status >= 500 ? "server_error" : "invalid_request_error"));
+    }
+    json prompt_entries = json::array();
+    for (const auto& e : *entries) prompt_entries.push_back(job->entry(e));
+    job->prompt_logprobs = std::move(prompt_entries);
+  }
   // Every choice is its own generation, started together so they batch.
   const std::size_t total = inputs.size() * static_cast<std::size_t>(n);
   job->choices.resize(total);
   if (job->stream) {
     out->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
-    if (!job->echo_prefix.empty()) job->emit(0, job->echo_prefix);
+    for (std::size_t i = 0; i < total && !job->echo_prefix.empty(); ++i) {
+      job->choices[i].pending_logprobs = job->prompt_logprobs;
+      job->emit_text(i, job->echo_prefix);
+    }
   }
   out->on_close([weak = std::weak_ptr<completion_job>(job)] {
     if (auto j = weak.lock()) j->cancel_all();  // the client left: stop at the next step

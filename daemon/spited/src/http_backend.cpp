@@ -2,6 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
+
+#include "spite/scheduler/logprobs.hpp"
+
 namespace spite::daemon {
 using nlohmann::json;
 
@@ -116,6 +120,60 @@ std::string pooling_of(const gguf::file& f, const std::string& arch) {
 }
 
 }  // namespace
+
+result<std::vector<server::token_logprob_entry>> http_backend::prompt_logprobs(const std::string& model,
+                                                                               const std::string& prompt, int top) {
+  if (svc_.shutdown_requested()) return make_error(errc::unavailable, "spited is shutting down");
+  auto lease = svc_.acquire(model);
+  if (!lease) return std::move(lease).err();
+  loaded_model& m = **lease;
+  auto tokens = m.tok->tokenize(prompt, {.add_special = true, .parse_special = false});
+  if (!tokens) return make_error(errc::invalid_argument, tokens.err().message);
+  svc_.request_started();
+  struct finished {
+    service& s;
+    ~finished() { s.request_finished(); }
+  } guard{svc_};
+  std::lock_guard lock(m.embed_mutex);  // the model's side context, shared with embeddings
+  if (!m.embed_ctx) {
+    auto ctx = executor::context::create(*m.model, {.n_ctx = m.engine->n_ctx(), .n_threads = 0, .n_seq_max = 1, .ops = svc_.ops_of(m)});
+    if (!ctx) return std::move(ctx).err();
+    m.embed_ctx = std::move(*ctx);
+  }
+  executor::context& ctx = *m.embed_ctx;
+  ctx.set_ops(svc_.ops_of(m));
+  if (static_cast<std::int64_t>(tokens->size()) > ctx.n_ctx()) {
+    return make_error(errc::invalid_argument, "the prompt exceeds the context of " + std::to_string(ctx.n_ctx()) + " tokens");
+  }
+  std::vector<server::token_logprob_entry> out;
+  const auto piece = [&](std::int32_t id) { return std::string(m.tok->piece(id, false)); };
+  if (tokens->empty()) return out;
+  out.push_back({piece((*tokens)[0]), std::nanf(""), {}});
+  ctx.memory().clear();
+  executor::batch b;
+  const std::int64_t n_vocab = m.model->hp().n_vocab;
+  constexpr std::size_t chunk = 256;
+  for (std::size_t start = 0; start + 1 < tokens->size(); start += chunk) {
+    const std::size_t end = std::min(tokens->size() - 1, start + chunk);
+    b.clear();
+    for (std::size_t i = start; i < end; ++i) b.add((*tokens)[i], static_cast<std::int32_t>(i), 0, true);
+    auto logits = ctx.decode(b);
+    if (!logits) {
+      ctx.memory().clear();
+      return std::move(logits).err();
+    }
+    for (std::size_t i = start; i < end; ++i) {
+      const auto row = logits->subspan((i - start) * static_cast<std::size_t>(n_vocab), static_cast<std::size_t>(n_vocab));
+      const double lse = scheduler::log_sum_exp(row);
+      const std::int32_t next = (*tokens)[i + 1];
+      server::token_logprob_entry e{piece(next), static_cast<float>(row[static_cast<std::size_t>(next)] - lse), {}};
+      for (const auto& t : scheduler::top_logprobs(row, static_cast<std::size_t>(std::max(top, 0)))) e.top.emplace_back(piece(t.id), t.logprob);
+      out.push_back(std::move(e));
+    }
+  }
+  ctx.memory().clear();
+  return out;
+}
 
 result<std::string> http_backend::chat_template(const std::string& model) {
   auto lease = svc_.acquire(model);

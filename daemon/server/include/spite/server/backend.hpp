@@ -87,6 +87,10 @@ class backend {
   // errc::not_found (unknown model), busy (queue full), invalid_argument (prompt too long, bad
   // template input), unavailable (shutting down).
   virtual result<std::shared_ptr<generation>> generate(const generate_input& input, generate_callbacks callbacks) = 0;
+  // The prompt's own tokens with their log-probabilities (each under the logits of the position
+  // before it; the first token has none: logprob NaN), and `top` alternatives. Blocks the caller.
+  virtual result<std::vector<token_logprob_entry>> prompt_logprobs(const std::string& model, const std::string& prompt,
+                                                                   int top) = 0;
   // The model's chat template source (loads the model on demand): tool formats follow it.
   virtual result<std::string> chat_template(const std::string& model) = 0;
   // Runs on the calling (worker) thread until the vectors are there.
