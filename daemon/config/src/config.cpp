@@ -221,7 +221,7 @@ class section {
 
 result<void> parse_server(const section& s, server_config& out) {
   SPITE_TRY(s.only_keys({"host", "port", "max_concurrent", "queue_size", "api_keys", "api_key_file",
-                         "max_request_bytes", "max_tokens", "request_timeout_s", "shutdown_timeout_s"}));
+                         "max_request_bytes", "max_tokens", "request_timeout_s", "shutdown_timeout_s", "cors_origins"}));
   SPITE_TRY(s.string("host", out.host, false));
   for (char c : out.host) {
     if (c == ' ') return s.fail(s.table().get("host")->source(), "host", quote(out.host) + " contains a space");
@@ -233,6 +233,13 @@ result<void> parse_server(const section& s, server_config& out) {
   SPITE_TRY(s.integer("max_tokens", out.max_tokens, 1, 1 << 20));
   SPITE_TRY(s.integer("request_timeout_s", out.request_timeout_s, 1, 86400));
   SPITE_TRY(s.integer("shutdown_timeout_s", out.shutdown_timeout_s, 0, 3600));
+  SPITE_TRY(s.strings("cors_origins", 64, [&](const toml::node& n, const std::string& key, std::string v) {
+    if (v != "*" && !(v.starts_with("http://") || v.starts_with("https://"))) {
+      return result<void>(s.fail(n.source(), key, "origin '" + v + "' must be \"*\" or start with http:// or https://"));
+    }
+    out.cors_origins.push_back(std::move(v));
+    return ok();
+  }));
   SPITE_TRY(s.strings("api_keys", max_api_keys, [&](const toml::node& n, const std::string& key, std::string v) {
     if (const std::string problem = detail::api_key_problem(v); !problem.empty()) {
       return result<void>(s.fail(n.source(), key, "api key " + problem));

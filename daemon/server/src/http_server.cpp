@@ -3,6 +3,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -228,8 +229,18 @@ void session::on_request(beast::error_code ec) {
   responding_ = true;
   close_after_ = !req.keep_alive();
   stream_.expires_never();  // a response may stream for minutes
+  header_list headers = server_.options.extra_headers;
+  // CORS: the allowed origin is named back to the browser (or "*" when any may call).
+  const auto& cors = server_.options.cors_origins;
+  const std::string origin = r.header("origin");
+  if (std::find(cors.begin(), cors.end(), "*") != cors.end()) {
+    headers.emplace_back("Access-Control-Allow-Origin", "*");
+  } else if (!origin.empty() && std::find(cors.begin(), cors.end(), origin) != cors.end()) {
+    headers.emplace_back("Access-Control-Allow-Origin", origin);
+    headers.emplace_back("Vary", "Origin");
+  }
   responder_ = std::make_shared<responder_impl>(shared_from_this(), req.keep_alive(), server_.options.max_stream_buffer,
-                                                server_.options.extra_headers);
+                                                headers);
   watch_disconnect();
   auto responder = responder_;
   asio::post(server_.workers, [this_server = &server_, r = std::move(r), responder]() mutable {

@@ -299,6 +299,7 @@ int main(int argc, char** argv) {
   ho.host = cfg.server.host;
   ho.port = cfg.server.port;
   ho.max_body = cfg.server.max_request_bytes;
+  ho.cors_origins = cfg.server.cors_origins;
   ho.max_connections = std::max<int>(64, static_cast<int>(cfg.server.max_concurrent + cfg.server.queue_size) * 4);
   auto route = [openai](const server::http_request& r, std::shared_ptr<server::http_responder> out) {
     openai->handle(r, std::move(out));

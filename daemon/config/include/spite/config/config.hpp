@@ -40,7 +40,8 @@ struct server_config {
   std::uint64_t max_request_bytes = 1u << 20;  // 1 KiB..64 MiB
   std::uint32_t max_tokens = 4096;             // per request, 1..1<<20
   std::uint32_t request_timeout_s = 600;       // 1..86400
-  std::uint32_t shutdown_timeout_s = 30;       // SIGTERM: how long requests in flight may finish, 0..3600
+  std::uint32_t shutdown_timeout_s = 30;
+  std::vector<std::string> cors_origins;       // browser origins allowed to call the API; "*": any       // SIGTERM: how long requests in flight may finish, 0..3600
 };
 
 struct control_config {

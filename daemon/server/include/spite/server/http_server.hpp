@@ -62,7 +62,8 @@ struct http_options {
   std::chrono::seconds idle_timeout{60};    // between requests on a kept-alive connection
   int max_connections = 512;                // more are answered 503 and closed
   std::size_t max_stream_buffer = 4 << 20;  // bytes queued for one slow client
-  header_list extra_headers;                // added to every response (CORS)
+  header_list extra_headers;                // added to every response
+  std::vector<std::string> cors_origins;    // origins browsers may call from ("*": any); empty: none
 };
 
 struct http_stats {
