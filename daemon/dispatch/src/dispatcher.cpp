@@ -43,6 +43,17 @@ std::string op_name(spite_op op) {
 
 std::vector<std::string> gpu_arch_candidates(std::string_view arch) {
   std::vector<std::string> out{std::string(arch)};
+  // AMD: a kernel built for the whole family (kernels/<f>/<m>/rdna3/) serves each of its chips
+  // after one built for the exact gfx target.
+  if (arch.starts_with("gfx")) {
+    static constexpr std::pair<std::string_view, std::string_view> families[] = {
+        {"gfx103", "rdna2"}, {"gfx110", "rdna3"}, {"gfx115", "rdna3"}, {"gfx120", "rdna4"},
+        {"gfx908", "cdna1"}, {"gfx90a", "cdna2"}, {"gfx94", "cdna3"}, {"gfx95", "cdna4"}};
+    for (const auto& [prefix, family] : families) {
+      if (arch.starts_with(prefix)) out.emplace_back(family);
+    }
+    return out;
+  }
   if (arch.size() < 5 || arch.substr(0, 3) != "sm_") return out;
   int cc = 0;
   std::size_t i = 3;

@@ -15,6 +15,7 @@
 #include "process.hpp"
 #include "shared_data.hpp"
 #include "spite/dispatch/devices.hpp"
+#include "spite/dispatch/dispatcher.hpp"
 
 namespace fs = std::filesystem;
 using namespace spite::dispatch;
@@ -434,4 +435,18 @@ TEST_CASE("spitectl cards lists, looks up and resolves cards", "[e2e][cards]") {
   const auto resolved = run_process({SPITECTL_PATH, "cards", "--resolve", "RTX_4090;gfx1100,ARC_B580"});
   REQUIRE(resolved.exit_code == 0);
   CHECK(resolved.out == "sm_89;gfx1100;xe2_hpg\n");
+}
+
+TEST_CASE("GPU arch candidates: NVIDIA falls back to older SASS, AMD to its family folder") {
+  using spite::dispatch::gpu_arch_candidates;
+  const auto sm89 = gpu_arch_candidates("sm_89");
+  REQUIRE(sm89.size() > 3);
+  CHECK(sm89[0] == "sm_89");
+  CHECK(sm89[1] == "sm_87");
+  CHECK(std::find(sm89.begin(), sm89.end(), "sm_90") == sm89.end());
+  CHECK(gpu_arch_candidates("sm_90a") == std::vector<std::string>{"sm_90a"});
+  CHECK(gpu_arch_candidates("gfx1100") == std::vector<std::string>{"gfx1100", "rdna3"});
+  CHECK(gpu_arch_candidates("gfx1030") == std::vector<std::string>{"gfx1030", "rdna2"});
+  CHECK(gpu_arch_candidates("gfx1201") == std::vector<std::string>{"gfx1201", "rdna4"});
+  CHECK(gpu_arch_candidates("gfx942") == std::vector<std::string>{"gfx942", "cdna3"});
 }

@@ -78,8 +78,8 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
 };
 
 // The arch directories whose code runs on a GPU of `arch`, best first: a CUDA sm_89 card runs
-// sm_89, sm_87, sm_86, sm_80, sm_75 code (arch-specific sm_90a runs only on sm_90); other
-// vendors' archs run only their own code.
+// sm_89, sm_87, sm_86, sm_80, sm_75 code (arch-specific sm_90a runs only on sm_90); an AMD
+// gfx1100 runs gfx1100 code, then its family's (rdna3).
 std::vector<std::string> gpu_arch_candidates(std::string_view arch);
 
 // A signature with the fields every op shares filled in.
