@@ -86,4 +86,13 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
   return m;
 }
 
+result<std::unique_ptr<decoder_model>> decoder_model::load(const gguf::file& file, rope_kind rope, const bind_options& o) {
+  auto hp = load_common_hparams(file.meta());
+  if (!hp) return std::move(hp).err();
+  SPITE_TRY(key_reader(file.meta(), hp->arch).required_float("attention.layer_norm_rms_epsilon"));
+  if (o.experts_required && hp->n_expert <= 0) return make_error(errc::malformed, hp->arch + " model: expert_count is missing");
+  hp->rope.kind = rope;
+  return bind(file, std::move(*hp), o);
+}
+
 }  // namespace spite::models

@@ -5,13 +5,7 @@ namespace spite::models {
 namespace {
 
 result<std::unique_ptr<model>> load(const gguf::file& f, const load_options&) {
-  auto hp = load_common_hparams(f.meta());
-  if (!hp) return std::move(hp).err();
-  SPITE_TRY(key_reader(f.meta(), hp->arch).required_float("attention.layer_norm_rms_epsilon"));
-  hp->rope.kind = rope_kind::neox;
-  auto m = decoder_model::bind(f, std::move(*hp), {});
-  if (!m) return std::move(m).err();
-  return std::unique_ptr<model>(std::move(*m));
+  return as_model(decoder_model::load(f, rope_kind::neox, {}));
 }
 
 }  // namespace
