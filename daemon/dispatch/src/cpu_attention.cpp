@@ -77,7 +77,7 @@ void attention(const attention_args& a, thread_pool& pool) {
           continue;
         }
         float s = dot_f16(k.data() + j * kv_stride + hk * a.head_dim, q.data(), a.head_dim);
-        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
+        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s * (1.0f / a.softcap));
         s *= a.scale;
         p[static_cast<std::size_t>(j)] = s;
         max = std::max(max, s);
@@ -99,7 +99,7 @@ void attention(const attention_args& a, thread_pool& pool) {
         p[static_cast<std::size_t>(j)] = e;
         sum += e;
       }
-      if (a.sinks != nullptr) sum += ref_expf(sink - max);
+      if (a.sinks != nullptr) sum += std::exp(sink - max);  // the reference adds the sink with the C library's exp
       const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
       for (std::int64_t j = 0; j < n_kv; ++j) {
         p[static_cast<std::size_t>(j)] = fp16_to_fp32(fp32_to_fp16(p[static_cast<std::size_t>(j)] * inv));

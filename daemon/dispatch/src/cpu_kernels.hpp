@@ -10,6 +10,8 @@ void rms_norm(const float* x, const float* w, float* y, std::int64_t n, std::int
 void attention(const attention_args& args, thread_pool& pool);
 void rope(const rope_args& args);
 void swiglu(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows);
+void geglu(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows);
+void swiglu_oai(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows, float alpha, float limit);
 
 // Activations as the dot product against `weight_type` sees them (see cpu_matmul.cpp).
 void convert_activations(gguf::tensor_type weight_type, const float* x, std::int64_t n, std::int64_t rows, float* out);

@@ -1,10 +1,12 @@
-// Normalization and rotary embedding, evaluated in the reference engine's order.
+// Normalization, rotary embedding and the gated activations, evaluated in the reference
+// engine's order.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cpu_kernels.hpp"
 #include "ref_math.hpp"
+#include "spite/core/half.hpp"
 
 namespace spite::dispatch::cpu {
 
@@ -84,6 +86,46 @@ void swiglu(const float* g, const float* u, float* h, std::int64_t n, std::int64
       const std::int64_t k = r * n + i;
       h[k] = ref_silu(g[k], i < vector_part) * u[k];
     }
+  }
+}
+
+}  // namespace spite::dispatch::cpu
+
+namespace spite::dispatch::cpu {
+
+namespace {
+
+// The reference evaluates GELU through a table over every f16 value: the input is rounded to
+// f16 and the f16-rounded tanh-GELU of that value is looked up.
+const std::vector<std::uint16_t>& gelu_table() {
+  static const std::vector<std::uint16_t> table = [] {
+    std::vector<std::uint16_t> t(65536);
+    constexpr float coef_a = 0.044715f, sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      const float x = fp16_to_fp32(static_cast<std::uint16_t>(i));
+      t[i] = fp32_to_fp16(0.5f * x * (1.0f + std::tanh(sqrt_2_over_pi * x * (1.0f + coef_a * x * x))));
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+void geglu(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows) {
+  const std::vector<std::uint16_t>& table = gelu_table();
+  for (std::int64_t k = 0; k < n * rows; ++k) {
+    const float x = g[k];
+    const float gelu = x <= -10.0f ? 0.0f : x >= 10.0f ? x : fp16_to_fp32(table[fp32_to_fp16(x)]);
+    h[k] = gelu * u[k];
+  }
+}
+
+void swiglu_oai(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows, float alpha, float limit) {
+  for (std::int64_t k = 0; k < n * rows; ++k) {
+    const float x = std::min(g[k], limit);
+    const float y = std::clamp(u[k], -limit, limit);
+    h[k] = x / (1.0f + std::exp(alpha * (-x))) * (y + 1.0f);
   }
 }
 

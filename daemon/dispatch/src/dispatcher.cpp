@@ -20,7 +20,7 @@ weight weight_of(const gguf::tensor_info& t, std::int64_t expert) {
 }
 
 const op_table& cpu_reference_ops() {
-  static const op_table table{cpu::matmul, cpu::rms_norm, cpu::attention, cpu::rope, cpu::swiglu};
+  static const op_table table{cpu::matmul, cpu::rms_norm, cpu::attention, cpu::rope, cpu::swiglu, cpu::geglu, cpu::swiglu_oai};
   return table;
 }
 

@@ -1,6 +1,7 @@
 // Self-attention of one layer for a batch that may mix sequences: projections, optional
 // per-head norms, RoPE, KV storage, then attention per sequence over what it has cached.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "decoder.hpp"
@@ -32,27 +33,29 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
   if (!l.q_norm.empty()) ctx.ops.rms_norm(q.data(), l.q_norm.data(), q.data(), D, n * H, c.rms_eps);
   if (!l.k_norm.empty()) ctx.ops.rms_norm(k.data(), l.k_norm.data(), k.data(), D, n * Hkv, c.rms_eps);
 
-  if (c.rope.kind != rope_kind::none && c.rope.n_dims > 0) {
-    dispatch::rope_args r{};
-    r.n_tokens = n;
-    r.head_dim = D;
-    r.n_dims = c.rope.n_dims;
-    r.pos = ctx.batch.pos.data();
-    r.neox = c.rope.kind == rope_kind::neox;
-    r.freq_base = c.rope.freq_base;
-    r.freq_scale = c.rope.freq_scale;
-    r.ext_factor = c.rope.ext_factor;
-    r.attn_factor = c.rope.attn_factor;
-    r.beta_fast = c.rope.beta_fast;
-    r.beta_slow = c.rope.beta_slow;
-    r.n_ctx_orig = c.rope.n_ctx_orig;
-    r.freq_factors = rope_freqs;
-    r.x = q.data();
-    r.n_head = H;
+  const rope_params& rp = l.rope;
+  if (rp.kind != rope_kind::none && rp.n_dims > 0) {
+    dispatch::rope_args r{.x = q.data(), .n_tokens = n, .n_head = H, .head_dim = D, .n_dims = rp.n_dims,
+                          .pos = ctx.batch.pos.data(), .neox = rp.kind == rope_kind::neox, .freq_base = rp.freq_base,
+                          .freq_scale = rp.freq_scale, .ext_factor = rp.ext_factor, .attn_factor = rp.attn_factor,
+                          .beta_fast = rp.beta_fast, .beta_slow = rp.beta_slow, .n_ctx_orig = rp.n_ctx_orig,
+                          .freq_factors = rope_freqs};
     ctx.ops.rope(r);
     r.x = k.data();
     r.n_head = Hkv;
     ctx.ops.rope(r);
+    if (c.qk_rms_after_rope) {
+      ctx.ops.rms_norm(q.data(), nullptr, q.data(), D, n * H, c.rms_eps);
+      ctx.ops.rms_norm(k.data(), nullptr, k.data(), D, n * Hkv, c.rms_eps);
+    }
+  }
+  if (l.temperature && c.temperature_length > 0) {
+    for (std::int64_t t = 0; t < n; ++t) {
+      const float pos = static_cast<float>(ctx.batch.pos[static_cast<std::size_t>(t)]);
+      const double steps = std::floor((pos + c.temperature_offset) / static_cast<float>(c.temperature_length));
+      const auto scale = static_cast<float>(std::log(steps + 1.0) * c.temperature_scale + 1.0);
+      for (std::int64_t i = t * H * D; i < (t + 1) * H * D; ++i) q[static_cast<std::size_t>(i)] *= scale;
+    }
   }
   if (c.q_prescale != 1.0f) {
     for (float& x : q) x *= c.q_prescale;
@@ -87,6 +90,9 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
     a.kv_pos = view.pos;
     a.n_kv = view.n;
     a.scale = c.kq_scale;
+    a.softcap = c.attn_softcap;
+    a.sinks = l.sinks.empty() ? nullptr : l.sinks.data();
+    a.mask = l.mask;
     ctx.ops.attention(a, ctx.pool);
     for (std::int64_t i = 0; i < m; ++i) {
       const std::int64_t t = rows[static_cast<std::size_t>(i)];

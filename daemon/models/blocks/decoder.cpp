@@ -1,8 +1,25 @@
 #include "decoder.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace spite::models {
+namespace {
+
+// x = cap * tanh(x * (1 / cap)): the reference's scale, tanh, scale
+void softcap(float* x, std::int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (std::int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;
+}
+
+// x += norm(delta) (sandwich norms) or x += delta
+void add_residual(forward_context& ctx, std::vector<float>& x, std::vector<float>& delta, const std::vector<float>& post_norm,
+                  std::int64_t E, float eps) {
+  if (!post_norm.empty()) ctx.ops.rms_norm(delta.data(), post_norm.data(), delta.data(), E, static_cast<std::int64_t>(x.size()) / E, eps);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+}
+
+}  // namespace
 
 result<void> decoder_forward(forward_context& ctx, const decoder_weights& w, const decoder_config& c, const hparams& hp) {
   const std::int64_t E = hp.n_embd;
@@ -12,18 +29,21 @@ result<void> decoder_forward(forward_context& ctx, const decoder_weights& w, con
   const dispatch::weight embd = dispatch::weight_of(*w.token_embd);
   const gguf::type_traits& tr = gguf::traits(embd.type);
   for (std::int64_t t = 0; t < n; ++t) tr.to_float(embd.row(ctx.batch.tokens[static_cast<std::size_t>(t)]), x.data() + t * E, E);
+  if (c.embed_scale > 0.0f) {
+    for (float& v : x) v *= c.embed_scale;
+  }
 
   const float* freqs = w.rope_freqs.empty() ? nullptr : w.rope_freqs.data();
   for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     const attention_layer& a = w.attn[static_cast<std::size_t>(il)];
     ctx.ops.rms_norm(x.data(), a.norm.data(), cur.data(), E, n, c.rms_eps);
     attention_block(ctx, a, c, il, freqs, cur.data(), delta.data());
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+    add_residual(ctx, x, delta, a.post_norm, E, c.rms_eps);
 
     const ffn_layer& f = w.ffn[static_cast<std::size_t>(il)];
     ctx.ops.rms_norm(x.data(), f.norm.data(), cur.data(), E, n, c.rms_eps);
     ffn_block(ctx, f, c, cur.data(), delta.data());
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+    add_residual(ctx, x, delta, f.post_norm, E, c.rms_eps);
   }
 
   // Embeddings: the final-normed state of every token, for pooling by the caller.
@@ -38,6 +58,7 @@ result<void> decoder_forward(forward_context& ctx, const decoder_weights& w, con
   }
   ctx.ops.rms_norm(h.data(), w.output_norm.data(), h.data(), E, m, c.rms_eps);
   w.output.apply(ctx, h.data(), m, ctx.logits);
+  if (c.final_softcap > 0.0f) softcap(ctx.logits, m * w.output.w.out, c.final_softcap);
   return ok();
 }
 

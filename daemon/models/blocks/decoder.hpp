@@ -1,6 +1,8 @@
-// The pre-norm decoder shared by the llama family (llama, Mistral, Mixtral, qwen2, qwen2moe,
-// phi3, ...): x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)); logits = Out(RMSNorm(x)). An
-// architecture binds its weights into these structs and sets the few switches it differs in.
+// The pre-norm decoder shared by the llama family (llama, Mistral, Mixtral, qwen2/3, phi3, gemma,
+// glm4, gpt-oss, ...): x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)); logits = Out(RMSNorm(x)). An
+// architecture binds its weights into these structs and sets the few switches it differs in:
+// per layer (RoPE, sliding window, sandwich norms, sinks) in the layer structs, the rest in
+// decoder_config.
 #pragma once
 
 #include <vector>
@@ -15,17 +17,24 @@ struct attention_layer {
   linear qkv;                        // fused {E, (H + 2 Hkv) D} when q/k/v are absent
   linear o;                          // {H*Dv, E}
   std::vector<float> q_norm, k_norm; // [D] per-head norms (optional)
+  std::vector<float> post_norm;      // [E] norm of the block's output (sandwich norms; optional)
+  std::vector<float> sinks;          // [H] per-head sink logits (optional)
   std::int64_t n_head = 0, n_head_kv = 0;
+  rope_params rope;                  // this layer's RoPE; kind none: no positions (NoPE)
+  dispatch::attention_mask mask;     // sliding window (0: full causal attention)
+  bool temperature = false;          // scale q by decoder_config's position temperature
 };
 
 struct ffn_layer {
-  std::vector<float> norm;  // [E]
-  linear gate, up, down;    // dense SwiGLU; when gate is empty, up is fused {E, 2F} = [gate | up]
+  std::vector<float> norm;       // [E]
+  std::vector<float> post_norm;  // [E] norm of the block's output (sandwich norms; optional)
+  linear gate, up, down;         // dense gated FFN; when gate is empty, up is fused {E, 2F} = [gate | up]
   // Mixture of experts (router present): experts are 3-D {in, out, X}.
   linear router;                                   // {E, X}
   const gguf::tensor_info* gate_exps = nullptr;    // {E, Fe, X}
   const gguf::tensor_info* up_exps = nullptr;      // {E, Fe, X}
   const gguf::tensor_info* down_exps = nullptr;    // {Fe, E, X}
+  std::vector<float> gate_exps_b, up_exps_b, down_exps_b;  // [Fe * X], [Fe * X], [E * X] (optional)
   linear shared_gate, shared_up, shared_down;      // shared expert (optional)
   linear shared_router;                            // {E, 1}: per-token gate of the shared expert
 
@@ -41,14 +50,34 @@ struct decoder_weights {
   std::vector<float> rope_freqs;                  // [R/2] frequency divisors (optional)
 };
 
+enum class ffn_activation { silu, gelu, silu_oai };  // gated: act(gate) * up
+enum class moe_gating {
+  softmax,          // weights = softmax over all experts, taken at the top K
+  sigmoid,          // weights = sigmoid(logit) of the top K
+  softmax_selected  // top K logits, weights = softmax over those K
+};
+
 struct decoder_config {
   rope_params rope;
   float rms_eps = 1e-5f;
   float kq_scale = 1.0f;   // multiplies q.k
   float q_prescale = 1.0f; // multiplies q before attention (phi3 scales q instead of q.k)
+  bool qk_rms_after_rope = false;  // unweighted per-head RMS norm of q and k after RoPE (llama4)
+  // Position temperature of q on layers that ask for it: q *= ln(floor((pos + offset) / length)
+  // + 1) * scale + 1 (llama4 NoPE layers, mistral3).
+  float temperature_scale = 0.0f, temperature_offset = 0.0f;
+  std::int64_t temperature_length = 0;
+  float attn_softcap = 0.0f;   // > 0: attention scores soft-capped (gemma2)
+  float final_softcap = 0.0f;  // > 0: logits soft-capped
+  float embed_scale = 0.0f;    // > 0: token embeddings multiplied by it (gemma: sqrt(E))
   std::int64_t head_dim = 0, head_dim_v = 0;
+  ffn_activation activation = ffn_activation::silu;
+  float oai_alpha = 1.702f, oai_limit = 7.0f;  // silu_oai
   std::int64_t n_expert_used = 0;
+  moe_gating gating = moe_gating::softmax;
   bool moe_normalize = true;          // renormalize the selected experts' weights
+  bool moe_weight_before = false;     // scale each expert's input by its weight instead of its output (llama4)
+  float expert_weights_scale = 0.0f;  // multiplies the routing weights when not 0 or 1
   bool shared_gate_silu_div = false;  // shared-expert gate computed as silu(g)/g (qwen2moe)
 };
 

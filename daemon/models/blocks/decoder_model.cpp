@@ -36,19 +36,26 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
       a.v = b.matrix(layer_tensor(il, "attn_v"), E, Hkv * Dv);
     }
     a.o = b.matrix(layer_tensor(il, "attn_output"), H * Dv, E);
+    a.rope = hp.rope;
+    if (o.sandwich_norms) a.post_norm = b.vec(layer_tensor(il, "post_attention_norm.weight"), E);
+    if (o.sinks) a.sinks = b.vec(layer_tensor(il, "attn_sinks.weight"), H);
     if (o.qk_norm) {
       a.q_norm = b.vec(layer_tensor(il, "attn_q_norm.weight"), D);
       a.k_norm = b.vec(layer_tensor(il, "attn_k_norm.weight"), D);
     }
 
     ffn_layer& f = w.ffn[static_cast<std::size_t>(il)];
-    f.norm = b.vec(layer_tensor(il, "ffn_norm.weight"), E);
-    if (hp.n_expert > 0) {
+    f.norm = b.vec(layer_tensor(il, (std::string(o.ffn_norm) + ".weight").c_str()), E);
+    if (o.sandwich_norms) f.post_norm = b.vec(layer_tensor(il, "post_ffw_norm.weight"), E);
+    if (hp.n_expert > 0 && (!o.moe_layer || o.moe_layer(il))) {
       const std::int64_t X = hp.n_expert, Fe = hp.n_ff_exp > 0 ? hp.n_ff_exp : hp.n_ff[static_cast<std::size_t>(il)];
       f.router = b.matrix(layer_tensor(il, "ffn_gate_inp"), E, X);
       f.gate_exps = b.tensor(layer_tensor(il, "ffn_gate_exps.weight"), {E, Fe, X});
       f.up_exps = b.tensor(layer_tensor(il, "ffn_up_exps.weight"), {E, Fe, X});
       f.down_exps = b.tensor(layer_tensor(il, "ffn_down_exps.weight"), {Fe, E, X});
+      f.gate_exps_b = b.values(layer_tensor(il, "ffn_gate_exps.bias"), {Fe, X}, true);
+      f.up_exps_b = b.values(layer_tensor(il, "ffn_up_exps.bias"), {Fe, X}, true);
+      f.down_exps_b = b.values(layer_tensor(il, "ffn_down_exps.bias"), {E, X}, true);
       if (o.shared_expert) {
         const std::int64_t Fs = hp.n_ff_shexp > 0 ? hp.n_ff_shexp : Fe;
         f.shared_gate = b.matrix(layer_tensor(il, "ffn_gate_shexp"), E, Fs);
@@ -93,6 +100,20 @@ result<std::unique_ptr<decoder_model>> decoder_model::load(const gguf::file& fil
   if (o.experts_required && hp->n_expert <= 0) return make_error(errc::malformed, hp->arch + " model: expert_count is missing");
   hp->rope.kind = rope;
   return bind(file, std::move(*hp), o);
+}
+
+}  // namespace spite::models
+
+namespace spite::models {
+
+void decoder_model::set_sliding_window(std::int64_t pattern, std::int32_t window, bool chunked) {
+  for (int il = 0; il < static_cast<int>(weights.attn.size()); ++il) {
+    if (!is_swa_layer(il, pattern)) continue;
+    attention_layer& a = weights.attn[static_cast<std::size_t>(il)];
+    a.mask.swa_window = window;
+    a.mask.swa_chunked = chunked;
+    a.rope.freq_base = hp_.rope_freq_base_swa;
+  }
 }
 
 }  // namespace spite::models

@@ -1,6 +1,8 @@
 // A model made of the shared decoder: what most architecture folders instantiate.
 #pragma once
 
+#include <functional>
+
 #include "decoder.hpp"
 
 namespace spite::models {
@@ -11,6 +13,11 @@ struct bind_options {
   bool qk_norm = false;              // attn_q_norm / attn_k_norm {D}
   bool shared_expert = false;        // ffn_*_shexp (+ ffn_gate_inp_shexp)
   bool experts_required = false;     // refuse a file without expert_count
+  bool sandwich_norms = false;       // post_attention_norm / post_ffw_norm on the blocks' outputs
+  bool sinks = false;                // attn_sinks {H}
+  const char* ffn_norm = "ffn_norm"; // the FFN's input norm (gpt-oss: post_attention_norm)
+  // Which layers have experts when the model has some (null: every layer).
+  std::function<bool(int layer)> moe_layer;
 };
 
 class decoder_model : public model {
@@ -26,6 +33,12 @@ class decoder_model : public model {
   // The usual path: the common hyper-parameters, attention.layer_norm_rms_epsilon (required),
   // the RoPE kind, then bind(). Architectures adjust the config of what it returns.
   static result<std::unique_ptr<decoder_model>> load(const gguf::file& file, rope_kind rope, const bind_options& options);
+
+  // The reference's sliding-window pattern: layers with il % pattern < pattern - 1 attend
+  // through a window of `window` tokens (chunks of it when `chunked`) and take RoPE base
+  // rope.freq_base_swa; the others attend to everything. Returns whether layer il slides.
+  static bool is_swa_layer(int il, std::int64_t pattern) { return pattern > 0 && il % pattern < pattern - 1; }
+  void set_sliding_window(std::int64_t pattern, std::int32_t window, bool chunked = false);
 };
 
 inline result<std::unique_ptr<model>> as_model(result<std::unique_ptr<decoder_model>> m) {

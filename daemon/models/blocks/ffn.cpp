@@ -1,5 +1,6 @@
-// Feed-forward blocks: gated SwiGLU (separate or fused gate|up) and softmax-routed mixtures of
-// SwiGLU experts with an optional gated shared expert.
+// Feed-forward blocks: gated FFNs (SwiGLU, GeGLU, clamped SwiGLU; separate or fused gate|up) and
+// routed mixtures of such experts (softmax / sigmoid / softmax-of-top-K gating, optional expert
+// biases) with an optional gated shared expert.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -11,57 +12,108 @@ namespace {
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
-// One dense SwiGLU FFN: out [E, n] = down(silu(gate x) * up x).
-void dense(forward_context& ctx, const linear& gate, const linear& up, const linear& down, const float* in,
-           std::int64_t n, float* out) {
+// h = act(g) * u over `rows` rows of F values.
+void activate(forward_context& ctx, const decoder_config& c, const float* g, const float* u, float* h, std::int64_t F,
+              std::int64_t rows) {
+  switch (c.activation) {
+    case ffn_activation::silu: ctx.ops.swiglu(g, u, h, F, rows); break;
+    case ffn_activation::gelu: ctx.ops.geglu(g, u, h, F, rows); break;
+    case ffn_activation::silu_oai: ctx.ops.swiglu_oai(g, u, h, F, rows, c.oai_alpha, c.oai_limit); break;
+  }
+}
+
+// Per-expert biases added after each projection (gpt-oss); null when absent.
+struct expert_bias {
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  const float* down = nullptr;
+};
+
+void add_rows(float* y, const float* b, std::int64_t width, std::int64_t n) {
+  if (b == nullptr) return;
+  for (std::int64_t t = 0; t < n; ++t) {
+    for (std::int64_t o = 0; o < width; ++o) y[t * width + o] += b[o];
+  }
+}
+
+// One dense gated FFN: out [E, n] = down(act(gate x) * up x).
+void dense(forward_context& ctx, const decoder_config& c, const linear& gate, const linear& up, const linear& down,
+           const float* in, std::int64_t n, float* out, const expert_bias& bias = {}) {
   std::vector<float> h;
   if (!gate.empty()) {
     const std::int64_t F = gate.w.out;
     std::vector<float> g(static_cast<std::size_t>(F * n)), u(static_cast<std::size_t>(F * n));
     gate.apply(ctx, in, n, g.data());
+    add_rows(g.data(), bias.gate, F, n);
     up.apply(ctx, in, n, u.data());
+    add_rows(u.data(), bias.up, F, n);
     h.resize(g.size());
-    ctx.ops.swiglu(g.data(), u.data(), h.data(), F, n);
+    activate(ctx, c, g.data(), u.data(), h.data(), F, n);
   } else {
     // Fused: each row of `up` output is [gate | up].
     const std::int64_t F = up.w.out / 2;
     std::vector<float> gu(static_cast<std::size_t>(2 * F * n));
     up.apply(ctx, in, n, gu.data());
     h.resize(static_cast<std::size_t>(F * n));
-    for (std::int64_t t = 0; t < n; ++t) ctx.ops.swiglu(gu.data() + t * 2 * F, gu.data() + t * 2 * F + F, h.data() + t * F, F, 1);
+    for (std::int64_t t = 0; t < n; ++t) activate(ctx, c, gu.data() + t * 2 * F, gu.data() + t * 2 * F + F, h.data() + t * F, F, 1);
   }
   down.apply(ctx, h.data(), n, out);
+  add_rows(out, bias.down, down.w.out, n);
+}
+
+// softmax in place over n values, as the reference's soft_max op rounds it
+void softmax(float* p, std::int64_t n) {
+  const float max = *std::max_element(p, p + n);
+  double sum = 0.0;
+  for (std::int64_t e = 0; e < n; ++e) {
+    p[e] = std::exp(p[e] - max);
+    sum += p[e];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (std::int64_t e = 0; e < n; ++e) p[e] *= inv;
+}
+
+// The experts and weights of each token: probabilities by the gating function, the top K of
+// them (ties: lower index), weights optionally softmaxed over the K, renormalized and scaled.
+std::vector<std::vector<std::pair<std::int64_t, float>>> route(const decoder_config& c, float* logits, std::int64_t X,
+                                                               std::int64_t n) {
+  const std::int64_t K = c.n_expert_used;
+  std::vector<std::vector<std::pair<std::int64_t, float>>> routes(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> order(static_cast<std::size_t>(X));
+  std::vector<float> w(static_cast<std::size_t>(K));
+  for (std::int64_t t = 0; t < n; ++t) {
+    float* p = logits + t * X;
+    if (c.gating == moe_gating::softmax) softmax(p, X);
+    if (c.gating == moe_gating::sigmoid) {
+      for (std::int64_t e = 0; e < X; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
+    }
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return p[a] > p[b]; });
+    for (std::int64_t k = 0; k < K; ++k) w[static_cast<std::size_t>(k)] = p[order[static_cast<std::size_t>(k)]];
+    if (c.gating == moe_gating::softmax_selected) softmax(w.data(), K);
+    if (c.moe_normalize) {
+      float wsum = 0.0f;
+      for (float v : w) wsum += v;
+      const float norm = std::max(wsum, 6.103515625e-5f);
+      for (float& v : w) v /= norm;
+    }
+    if (c.expert_weights_scale != 0.0f && c.expert_weights_scale != 1.0f) {
+      for (float& v : w) v *= c.expert_weights_scale;
+    }
+    for (std::int64_t k = 0; k < K; ++k) routes[static_cast<std::size_t>(t)].emplace_back(order[static_cast<std::size_t>(k)], w[static_cast<std::size_t>(k)]);
+  }
+  return routes;
+}
+
+const float* bias_of(const std::vector<float>& b, std::int64_t e, std::int64_t width) {
+  return b.empty() ? nullptr : b.data() + e * width;
 }
 
 void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, std::int64_t n, float* out) {
-  const std::int64_t E = l.router.w.in, X = l.router.w.out, K = c.n_expert_used;
+  const std::int64_t E = l.router.w.in, X = l.router.w.out;
   std::vector<float> logits(static_cast<std::size_t>(X * n));
   l.router.apply(ctx, in, n, logits.data());
-
-  // Routing: softmax over the experts, top-K by probability (ties: lower index), weights are
-  // the selected probabilities, optionally renormalized.
-  std::vector<std::vector<std::pair<std::int64_t, float>>> routes(static_cast<std::size_t>(n));
-  std::vector<std::int64_t> order(static_cast<std::size_t>(X));
-  for (std::int64_t t = 0; t < n; ++t) {
-    float* p = logits.data() + t * X;
-    const float max = *std::max_element(p, p + X);
-    double sum = 0.0;
-    for (std::int64_t e = 0; e < X; ++e) {
-      p[e] = std::exp(p[e] - max);
-      sum += p[e];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (std::int64_t e = 0; e < X; ++e) p[e] *= inv;
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return p[a] > p[b]; });
-    float wsum = 0.0f;
-    for (std::int64_t k = 0; k < K; ++k) wsum += p[order[static_cast<std::size_t>(k)]];
-    const float norm = c.moe_normalize ? std::max(wsum, 6.103515625e-5f) : 1.0f;
-    for (std::int64_t k = 0; k < K; ++k) {
-      const std::int64_t e = order[static_cast<std::size_t>(k)];
-      routes[static_cast<std::size_t>(t)].emplace_back(e, p[e] / norm);
-    }
-  }
+  const auto routes = route(c, logits.data(), X, n);
 
   std::fill(out, out + E * n, 0.0f);
   // Each expert runs once over the tokens routed to it.
@@ -79,22 +131,28 @@ void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, cons
     if (rows.empty()) continue;
     const auto m = static_cast<std::int64_t>(rows.size());
     std::vector<float> x(static_cast<std::size_t>(E * m)), y(static_cast<std::size_t>(E * m));
-    for (std::int64_t i = 0; i < m; ++i) std::copy(in + rows[static_cast<std::size_t>(i)] * E, in + (rows[static_cast<std::size_t>(i)] + 1) * E, x.data() + i * E);
+    for (std::int64_t i = 0; i < m; ++i) {
+      const float* src = in + rows[static_cast<std::size_t>(i)] * E;
+      float* dst = x.data() + i * E;
+      const float w = weights[static_cast<std::size_t>(i)];
+      for (std::int64_t j = 0; j < E; ++j) dst[j] = c.moe_weight_before ? src[j] * w : src[j];
+    }
     linear gate, up, down;
     gate.w = dispatch::weight_of(*l.gate_exps, e);
     up.w = dispatch::weight_of(*l.up_exps, e);
     down.w = dispatch::weight_of(*l.down_exps, e);
-    dense(ctx, gate, up, down, x.data(), m, y.data());
+    const expert_bias bias{bias_of(l.gate_exps_b, e, gate.w.out), bias_of(l.up_exps_b, e, up.w.out), bias_of(l.down_exps_b, e, E)};
+    dense(ctx, c, gate, up, down, x.data(), m, y.data(), bias);
     for (std::int64_t i = 0; i < m; ++i) {
       float* o = out + rows[static_cast<std::size_t>(i)] * E;
-      const float w = weights[static_cast<std::size_t>(i)];
+      const float w = c.moe_weight_before ? 1.0f : weights[static_cast<std::size_t>(i)];
       for (std::int64_t j = 0; j < E; ++j) o[j] += y[static_cast<std::size_t>(i * E + j)] * w;
     }
   }
 
   if (!l.shared_down.empty()) {
     std::vector<float> shared(static_cast<std::size_t>(E * n));
-    dense(ctx, l.shared_gate, l.shared_up, l.shared_down, in, n, shared.data());
+    dense(ctx, c, l.shared_gate, l.shared_up, l.shared_down, in, n, shared.data());
     std::vector<float> gate(static_cast<std::size_t>(n), 1.0f);
     if (!l.shared_router.empty()) {
       l.shared_router.apply(ctx, in, n, gate.data());
@@ -112,7 +170,7 @@ void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, cons
 void ffn_block(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, float* out) {
   const auto n = static_cast<std::int64_t>(ctx.batch.tokens.size());
   if (l.is_moe()) moe(ctx, l, c, in, n, out);
-  else dense(ctx, l.gate, l.up, l.down, in, n, out);
+  else dense(ctx, c, l.gate, l.up, l.down, in, n, out);
 }
 
 }  // namespace spite::models

@@ -67,10 +67,13 @@ linear binder::matrix(const std::string& name, std::int64_t in, std::int64_t out
   return l;
 }
 
-std::vector<float> binder::vec(const std::string& name, std::int64_t n, bool optional) {
-  const gguf::tensor_info* t = tensor(name, {n}, optional);
+std::vector<float> binder::vec(const std::string& name, std::int64_t n, bool optional) { return values(name, {n}, optional); }
+
+std::vector<float> binder::values(const std::string& name, std::initializer_list<std::int64_t> shape, bool optional) {
+  const gguf::tensor_info* t = tensor(name, shape, optional);
   std::vector<float> out;
   if (t == nullptr) return out;
+  const std::int64_t n = t->n_elements();
   out.resize(static_cast<std::size_t>(n));
   if (auto r = gguf::dequantize(t->type, t->data, out.data(), n); !r) {
     fail("tensor '" + name + "': " + r.err().message);

@@ -31,6 +31,8 @@ class binder {
   linear matrix(const std::string& name, std::int64_t in, std::int64_t out, bool optional = false);
   // A vector of n floats (norm weights, biases, factors), widened to F32.
   std::vector<float> vec(const std::string& name, std::int64_t n, bool optional = false);
+  // Any tensor of that shape, widened to F32 (2-D biases).
+  std::vector<float> values(const std::string& name, std::initializer_list<std::int64_t> shape, bool optional = false);
 
   result<void> status() const;
 

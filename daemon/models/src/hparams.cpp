@@ -74,6 +74,14 @@ result<std::vector<std::int64_t>> key_reader::per_layer(std::string_view k, std:
   return out;
 }
 
+float yarn_attn_factor(float freq_scale, float log_mul, float mscale, float model_attn_factor) {
+  const float factor = 1.0f / freq_scale;
+  const auto get_mscale = [factor](float m) { return factor <= 1.0f ? 1.0f : 0.1f * m * std::log(factor) + 1.0f; };
+  float f = log_mul != 0.0f ? get_mscale(mscale) / get_mscale(log_mul) : get_mscale(1.0f);
+  f *= 1.0f / (1.0f + 0.1f * std::log(factor));
+  return f * model_attn_factor;
+}
+
 result<hparams> load_common_hparams(const gguf::metadata& meta) {
   hparams hp;
   const auto arch = meta.get_string("general.architecture");
@@ -136,7 +144,17 @@ result<hparams> load_common_hparams(const gguf::metadata& meta) {
   auto orig = r.optional_int("rope.scaling.original_context_length", hp.n_ctx_train, 1, std::int64_t{1} << 30);
   if (!orig) return std::move(orig).err();
   rope.n_ctx_orig = static_cast<std::int32_t>(*orig);
-  if (rope.scaling_type == "yarn") rope.ext_factor = 1.0f;
+  rope.beta_fast = r.optional_float("rope.scaling.yarn_beta_fast", 32.0f);
+  rope.beta_slow = r.optional_float("rope.scaling.yarn_beta_slow", 1.0f);
+  hp.yarn_log_mul = r.optional_float("rope.scaling.yarn_log_multiplier", 0.0f);
+  if (rope.scaling_type == "yarn") {
+    rope.ext_factor = 1.0f;
+    rope.attn_factor = yarn_attn_factor(rope.freq_scale, hp.yarn_log_mul, 1.0f, rope.attn_factor);
+  }
+  hp.rope_freq_base_swa = r.optional_float("rope.freq_base_swa", rope.freq_base);
+  auto swa = r.optional_int("attention.sliding_window", 0, 0, std::int64_t{1} << 30);
+  if (!swa) return std::move(swa).err();
+  hp.n_swa = static_cast<std::int32_t>(*swa);
 
   if (const gguf::array_value* tokens = meta.get_array("tokenizer.ggml.tokens")) hp.n_vocab = static_cast<std::int64_t>(tokens->size());
   auto vocab = r.optional_int("vocab_size", hp.n_vocab, 1, big);

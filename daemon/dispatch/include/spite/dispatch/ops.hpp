@@ -31,7 +31,7 @@ struct attention_args {
   const std::int32_t* kv_pos;
   std::int64_t n_kv;
   float scale;            // applied to q.k
-  float softcap = 0.0f;   // > 0: scores become softcap * tanh(score / softcap) before scaling
+  float softcap = 0.0f;   // > 0: scores become softcap * tanh(score * (1 / softcap)) before scaling
   const float* sinks = nullptr;  // [H] extra logit per head, in the softmax denominator only
   attention_mask mask;
 };
@@ -63,6 +63,12 @@ struct op_table {
   std::function<void(const rope_args& args)> rope;
   // h = silu(g) * u, rows of n elements
   std::function<void(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows)> swiglu;
+  // h = gelu(g) * u with the tanh approximation, rows of n elements
+  std::function<void(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows)> geglu;
+  // gpt-oss's clamped SwiGLU: g' = min(g, limit), u' = clamp(u, -limit, limit),
+  // h = g' * sigmoid(alpha * g') * (u' + 1)
+  std::function<void(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows, float alpha, float limit)>
+      swiglu_oai;
 };
 
 // The built-in CPU kernels.

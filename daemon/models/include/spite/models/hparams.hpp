@@ -35,6 +35,9 @@ struct hparams {
   float rms_eps = 1e-5f;
   std::optional<float> attention_scale;
   rope_params rope;
+  float rope_freq_base_swa = 10000.0f;  // rope.freq_base_swa (default: rope.freq_base)
+  std::int32_t n_swa = 0;               // attention.sliding_window (0: none)
+  float yarn_log_mul = 0.0f;            // rope.scaling.yarn_log_multiplier
 };
 
 // Reads "<arch>.<key>" values with bounds.
@@ -57,7 +60,14 @@ class key_reader {
   std::string arch_;
 };
 
-// The keys every decoder reads (section 0.1 of the architecture checklist).
+// The keys every decoder reads (section 0.1 of the architecture checklist). With YaRN scaling
+// rope.attn_factor is the factor the reference's context derives (see yarn_attn_factor).
 result<hparams> load_common_hparams(const gguf::metadata& meta);
+
+// The cos / sin magnitude the reference's context passes to YaRN RoPE: the model's
+// rope.scaling.attn_factor times get_mscale(factor, mscale) / get_mscale(factor, log_mul) (or
+// get_mscale(factor, 1) without a log multiplier), divided by the 1 + 0.1 ln(factor) the RoPE
+// kernel multiplies back. `mscale` is 1 except for DeepSeek-2 style models (pass log_mul).
+float yarn_attn_factor(float freq_scale, float log_mul, float mscale, float model_attn_factor);
 
 }  // namespace spite::models
