@@ -96,6 +96,7 @@ class session : public std::enable_shared_from_this<session> {
  private:
   friend class responder_impl;
   void read_request();
+  void read_header();
   void on_request(beast::error_code ec);
   void answer_error(int status, const std::string& message, bool close_after);
   void write_next();
@@ -142,10 +143,11 @@ struct server_state {
         } else if (open.load() >= options.max_connections) {
           // Over the bound: a short answer rather than a silent hang.
           refused++;
+          static const std::string body =
+              R"({"error":{"message":"too many connections","type":"server_error","param":null,"code":null}})";
           static const std::string busy =
               "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: "
-              "close\r\nContent-Length: 94\r\n\r\n"
-              R"({"error":{"message":"too many connections","type":"server_error","param":null,"code":null}}  )";
+              "close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
           beast::error_code ignored;
           asio::write(socket, asio::buffer(busy), ignored);
           socket.shutdown(tcp::socket::shutdown_both, ignored);
@@ -171,12 +173,23 @@ session::session(tcp::socket socket, server_state& server) : stream_(std::move(s
   stream_.socket().set_option(tcp::no_delay(true), ec);
 }
 
+// The idle timeout covers the wait for a request; once its first bytes arrive the header timeout
+// rules (a partial request is not held for the idle timeout).
 void session::read_request() {
+  if (buffer_.size() > 0) return read_header();
+  stream_.expires_after(server_.options.idle_timeout);
+  stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+    if (ec) return self->on_request(ec);
+    self->buffer_.commit(n);
+    self->read_header();
+  });
+}
+
+void session::read_header() {
   parser_.emplace();
   parser_->body_limit(server_.options.max_body);
   parser_->header_limit(static_cast<std::uint32_t>(server_.options.max_header));
-  // The idle timeout covers the wait for a request; once bytes arrive the header timeout rules.
-  stream_.expires_after(buffer_.size() > 0 ? server_.options.header_timeout : server_.options.idle_timeout);
+  stream_.expires_after(server_.options.header_timeout);
   http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
     if (ec) return self->on_request(ec);
     self->stream_.expires_after(self->server_.options.header_timeout);
