@@ -64,7 +64,12 @@ void openai_api::handle(const http_request& r, std::shared_ptr<http_responder> o
   }
   if (!path.starts_with("/v1/")) return answer("other", *out, 404, error_body("no route " + path, "invalid_request_error", "", "not_found"));
   if (!authorized(r)) {
-    return answer(path, *out, 401, error_body("missing or invalid API key (Authorization: Bearer KEY)", "invalid_request_error", "", "invalid_api_key"),
+    // The metric label is a known route, never the raw path: unauthenticated clients must not
+    // be able to grow the metrics without bound.
+    const bool known = path == "/v1/models" || path == "/v1/chat/completions" || path == "/v1/completions" ||
+                       path == "/v1/embeddings";
+    const std::string label = known ? path : path.starts_with("/v1/models/") ? "/v1/models/{id}" : "other";
+    return answer(label, *out, 401, error_body("missing or invalid API key (Authorization: Bearer KEY)", "invalid_request_error", "", "invalid_api_key"),
                   {{"WWW-Authenticate", "Bearer"}});
   }
   if (path == "/v1/models" || path.starts_with("/v1/models/")) {
