@@ -7,3 +7,13 @@ target_compile_definitions(test_http PRIVATE
   SPITECTL_PATH="$<TARGET_FILE:spitectl>")
 add_dependencies(test_http spited spitectl)
 
+
+# The official openai SDK (Node 20, "openai": "^6") against a spited with an API key: models,
+# chat (plain, streamed with usage, the SDK's stream helper), completions and the SDK's error
+# classes. run.sh installs the SDK once into ~/.cache/spite/openai-node, never into the tree, and
+# exits 77 (skipped) when npm cannot reach its registry.
+add_test(NAME openai_node_client
+         COMMAND "${CMAKE_CURRENT_LIST_DIR}/openai_client/run.sh" "$<TARGET_FILE:spited>" "$<TARGET_FILE:spitectl>")
+set_tests_properties(openai_node_client PROPERTIES
+  LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300
+  ENVIRONMENT "SPITE_SHARED_DIR_DEFAULT=${SPITE_SHARED_DIR}")
