@@ -33,9 +33,10 @@ tensor_type activation_type(tensor_type w) {
 
 // Dot products in the reference engine's reduction orders (16 lanes, lanes reduced halves
 // first), because attention downstream rounds to f16 and amplifies 1-ulp differences.
-// `exact_products`: f16/bf16 inputs, whose products are exact in float.
-float dot(const float* a, const float* b, std::int64_t n, bool exact_products) {
-  if (n % 16 == 0) {  // the GEMM path: one 16-lane accumulator, fused multiply-adds
+// `exact_products`: f16/bf16 inputs, whose products are exact in float. `gemm`: the reference
+// takes its GEMM path for this matrix when the length allows (not for expert matrices).
+float dot(const float* a, const float* b, std::int64_t n, bool exact_products, bool gemm) {
+  if (gemm && n % 16 == 0) {  // the GEMM path: one 16-lane accumulator, fused multiply-adds
     float lanes[16] = {};
     for (std::int64_t i = 0; i < n; ++i) lanes[i % 16] = std::fma(a[i], b[i], lanes[i % 16]);
     return reduce16(lanes);
@@ -150,7 +151,7 @@ void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, th
       if (w.type == tensor_type::bf16) {
         for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot_bf16(row.data(), xs.data() + t * in, in);
       } else {
-        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot(row.data(), xs.data() + t * in, in, exact);
+        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot(row.data(), xs.data() + t * in, in, exact, !w.expert);
       }
     }
   });
