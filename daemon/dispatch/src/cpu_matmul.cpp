@@ -142,6 +142,9 @@ void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, th
   convert_activations(w.type, x, in, n_tokens, xs.data());
   const gguf::type_traits& tr = gguf::traits(w.type);
   const bool exact = w.type != tensor_type::f32;
+  // The reference's GEMM (llamafile's tinyBLAS) takes row counts that are a multiple of 4 and
+  // never expert matrices; the rest go through its vector dot product.
+  const bool gemm = !w.expert && out % 4 == 0;
   std::vector<std::vector<float>> rows(static_cast<std::size_t>(pool.size()));
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int thread) {
     std::vector<float>& row = rows[static_cast<std::size_t>(thread)];
@@ -151,7 +154,7 @@ void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, th
       if (w.type == tensor_type::bf16) {
         for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot_bf16(row.data(), xs.data() + t * in, in);
       } else {
-        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot(row.data(), xs.data() + t * in, in, exact, !w.expert);
+        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot(row.data(), xs.data() + t * in, in, exact, gemm);
       }
     }
   });

@@ -57,8 +57,9 @@ void rope(const rope_args& a) {
       float theta = theta_interp, mscale = a.attn_factor;
       if (a.ext_factor != 0.0f) {
         const float mix = yarn_ramp(corr_low, corr_high, i0) * a.ext_factor;
-        theta = theta_interp * (1 - mix) + theta_extrap * mix;
-        mscale *= 1.0f + 0.1f * std::log(1.0f / a.freq_scale);
+        // the reference's compiler contracts these into fused multiply-adds
+        theta = std::fma(theta_interp, 1 - mix, theta_extrap * mix);
+        mscale *= std::fma(0.1f, std::log(1.0f / a.freq_scale), 1.0f);
       }
       cos_sin[static_cast<std::size_t>(i0)] = std::cos(theta) * mscale;
       cos_sin[static_cast<std::size_t>(i0 + 1)] = std::sin(theta) * mscale;

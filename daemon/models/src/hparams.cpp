@@ -76,9 +76,10 @@ result<std::vector<std::int64_t>> key_reader::per_layer(std::string_view k, std:
 
 float yarn_attn_factor(float freq_scale, float log_mul, float mscale, float model_attn_factor) {
   const float factor = 1.0f / freq_scale;
-  const auto get_mscale = [factor](float m) { return factor <= 1.0f ? 1.0f : 0.1f * m * std::log(factor) + 1.0f; };
+  // (the reference's compiler contracts a * b + 1 into fused multiply-adds)
+  const auto get_mscale = [factor](float m) { return factor <= 1.0f ? 1.0f : std::fma(0.1f * m, std::log(factor), 1.0f); };
   float f = log_mul != 0.0f ? get_mscale(mscale) / get_mscale(log_mul) : get_mscale(1.0f);
-  f *= 1.0f / (1.0f + 0.1f * std::log(factor));
+  f *= 1.0f / std::fma(0.1f, std::log(factor), 1.0f);
   return f * model_attn_factor;
 }
 
