@@ -96,6 +96,10 @@ struct daemon_under_test {
   fs::path config = dir.path() / "spite.toml";
   notify_socket notify{dir.path() / "notify"};
   std::unique_ptr<background_process> process;
+  std::string log() const {
+    std::ifstream in(dir.path() / "log");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
   explicit daemon_under_test(const std::function<std::string(const fs::path& dir)>& make_config) {
     write_file(config, make_config(dir.path()));
     process = std::make_unique<background_process>(std::vector<std::string>{SPITED_PATH, "--port", "0", "--config", config.string()},
@@ -251,7 +255,9 @@ TEST_CASE("SIGTERM lets requests in flight finish and refuses new ones") {
   INFO(final_line.dump());
   CHECK(final_line.value("event", "") == "result");
   CHECK(final_line["result"].value("generated", 0) == tokens);
-  CHECK(d.wait(20000) == 0);
+  const int exit_code = d.wait(20000);
+  INFO(t.log());
+  CHECK(exit_code == 0);
 }
 
 TEST_CASE("a request still running when shutdown_timeout_s ends is cancelled with an error") {
@@ -266,7 +272,9 @@ TEST_CASE("a request still running when shutdown_timeout_s ends is cancelled wit
   CHECK(final_line.value("event", "") == "error");
   CHECK(final_line["error"].value("code", "") == "shutting_down");
   CHECK(tokens < 3000);
-  CHECK(d.wait(20000) == 0);
+  const int exit_code = d.wait(20000);
+  INFO(t.log());
+  CHECK(exit_code == 0);
 }
 
 TEST_CASE("spitectl bench measures a model in-process and in spited, with the machine's roofline") {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -114,7 +115,10 @@ double fma_generic(std::int64_t iters) {
 double measure_bandwidth(int threads, std::size_t bytes) {
   threads = resolve_threads(threads);
   const std::size_t n = bytes / sizeof(std::uint64_t);
-  std::unique_ptr<std::uint64_t[]> buf(new (std::align_val_t(64)) std::uint64_t[n]);
+  const std::size_t n_bytes = (n * sizeof(std::uint64_t) + 63) & ~std::size_t{63};
+  std::unique_ptr<std::uint64_t, decltype(&std::free)> buf(static_cast<std::uint64_t*>(std::aligned_alloc(64, n_bytes)),
+                                                           &std::free);
+  if (!buf) return 0;
   // Touch every page first (in parallel, so pages land near the threads that read them).
   const std::size_t slice = (n / static_cast<std::size_t>(threads)) & ~std::size_t{15};
   run_together(threads, [&](int t) {

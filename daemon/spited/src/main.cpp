@@ -345,10 +345,21 @@ int main(int argc, char** argv) {
   sd_notify(0, "STOPPING=1\nSTATUS=stopping");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.server.shutdown_timeout_s);
   log::info("spited stopping: ", svc.requests_in_flight(), " requests in flight");
+  // Notifications only when something changed or the watchdog is due: a service manager that
+  // reads slowly must not be flooded (a full notify queue would block us).
+  int reported = -1;
+  auto next_ping = std::chrono::steady_clock::now();
   while (svc.requests_in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
-    if (watchdog) sd_notify(0, "WATCHDOG=1");
-    sd_notifyf(0, "STATUS=stopping: %d requests finishing", svc.requests_in_flight());
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto now = std::chrono::steady_clock::now();
+    if (watchdog && now >= next_ping) {
+      sd_notify(0, "WATCHDOG=1");
+      next_ping = now + std::chrono::milliseconds(tick_ms);
+    }
+    if (const int n = svc.requests_in_flight(); n != reported) {
+      sd_notifyf(0, "STATUS=stopping: %d requests finishing", n);
+      reported = n;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (svc.requests_in_flight() > 0) {
     log::warn("shutdown timeout: cancelling ", svc.requests_in_flight(), " requests");
