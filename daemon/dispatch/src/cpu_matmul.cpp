@@ -34,7 +34,7 @@ tensor_type activation_type(tensor_type w) {
 // Dot products in the reference engine's reduction orders (16 lanes, lanes reduced halves
 // first), because attention downstream rounds to f16 and amplifies 1-ulp differences.
 // `exact_products`: f16/bf16 inputs, whose products are exact in float. `gemm`: the reference
-// takes its GEMM path for this matrix when the length allows (not for expert matrices).
+// takes its GEMM path for this matrix when the length allows.
 float dot(const float* a, const float* b, std::int64_t n, bool exact_products, bool gemm) {
   if (gemm && n % 16 == 0) {  // the GEMM path: one 16-lane accumulator, fused multiply-adds
     float lanes[16] = {};
@@ -143,8 +143,8 @@ void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, th
   const gguf::type_traits& tr = gguf::traits(w.type);
   const bool exact = w.type != tensor_type::f32;
   // The reference's GEMM (llamafile's tinyBLAS) takes row counts that are a multiple of 4 and
-  // never expert matrices; the rest go through its vector dot product.
-  const bool gemm = !w.expert && out % 4 == 0;
+  // contiguous activations (not expert matrices); the rest go through its vector dot product.
+  const bool gemm = !w.no_gemm && out % 4 == 0;
   std::vector<std::vector<float>> rows(static_cast<std::size_t>(pool.size()));
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int thread) {
     std::vector<float>& row = rows[static_cast<std::size_t>(thread)];

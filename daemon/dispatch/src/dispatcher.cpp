@@ -16,7 +16,7 @@ weight weight_of(const gguf::tensor_info& t, std::int64_t expert) {
   w.out = t.ne[1];
   w.row_bytes = *gguf::row_bytes(t.type, t.ne[0]);
   w.data = t.data + static_cast<std::size_t>(expert) * w.row_bytes * static_cast<std::size_t>(w.out);
-  w.expert = t.n_dims == 3;
+  w.no_gemm = t.n_dims == 3;
   return w;
 }
 

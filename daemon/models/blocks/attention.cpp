@@ -8,9 +8,69 @@
 
 namespace spite::models {
 
+bool apply_rope(forward_context& ctx, const rope_params& rp, const float* freqs, float* x, std::int64_t n, std::int64_t n_head,
+                std::int64_t head_dim) {
+  if (rp.kind == rope_kind::none || rp.n_dims <= 0) return false;
+  const dispatch::rope_args r{.x = x, .n_tokens = n, .n_head = n_head, .head_dim = head_dim, .n_dims = rp.n_dims,
+                              .pos = ctx.batch.pos.data(), .neox = rp.kind == rope_kind::neox, .freq_base = rp.freq_base,
+                              .freq_scale = rp.freq_scale, .ext_factor = rp.ext_factor, .attn_factor = rp.attn_factor,
+                              .beta_fast = rp.beta_fast, .beta_slow = rp.beta_slow, .n_ctx_orig = rp.n_ctx_orig,
+                              .freq_factors = freqs};
+  ctx.ops.rope(r);
+  return true;
+}
+
+void attend(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer, float scale, const float* q,
+            const float* k, const float* v, std::int64_t D, std::int64_t Dv, float* out) {
+  const std::int64_t n = static_cast<std::int64_t>(ctx.batch.tokens.size());
+  const std::int64_t H = l.n_head, Hkv = l.n_head_kv;
+  for (std::int64_t t = 0; t < n; ++t) ctx.kv.store(layer, t, k + t * Hkv * D, v + t * Hkv * Dv);
+
+  // One attention call per sequence in the batch.
+  std::map<std::int32_t, std::vector<std::int64_t>> by_seq;
+  for (std::int64_t t = 0; t < n; ++t) by_seq[ctx.batch.seq[static_cast<std::size_t>(t)]].push_back(t);
+  for (const auto& [seq, rows] : by_seq) {
+    const auto m = static_cast<std::int64_t>(rows.size());
+    std::vector<float> qs(static_cast<std::size_t>(m * H * D)), os(static_cast<std::size_t>(m * H * Dv));
+    std::vector<std::int32_t> qpos(rows.size());
+    for (std::int64_t i = 0; i < m; ++i) {
+      const std::int64_t t = rows[static_cast<std::size_t>(i)];
+      std::copy(q + t * H * D, q + (t + 1) * H * D, qs.data() + i * H * D);
+      qpos[static_cast<std::size_t>(i)] = ctx.batch.pos[static_cast<std::size_t>(t)];
+    }
+    const kv_view view = ctx.kv.view(layer, seq);
+    dispatch::attention_args a{};
+    a.q = qs.data();
+    a.out = os.data();
+    a.n_tokens = m;
+    a.n_head = H;
+    a.n_head_kv = Hkv;
+    a.head_dim = D;
+    a.head_dim_v = Dv;
+    a.q_pos = qpos.data();
+    a.k = view.k;
+    a.v = view.v;
+    a.kv_pos = view.pos;
+    a.n_kv = view.n;
+    a.scale = scale;
+    a.softcap = c.attn_softcap;
+    a.sinks = l.sinks.empty() ? nullptr : l.sinks.data();
+    a.mask = l.mask;
+    ctx.ops.attention(a, ctx.pool);
+    for (std::int64_t i = 0; i < m; ++i) {
+      const std::int64_t t = rows[static_cast<std::size_t>(i)];
+      std::copy(os.data() + i * H * Dv, os.data() + (i + 1) * H * Dv, out + t * H * Dv);
+    }
+  }
+}
+
 void attention_block(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer,
                      const float* rope_freqs, const float* in, float* out) {
   const std::int64_t n = static_cast<std::int64_t>(ctx.batch.tokens.size());
+  if (l.mla) {
+    mla_attention_block(ctx, l, c, layer, rope_freqs, in, out);
+    return;
+  }
   const std::int64_t H = l.n_head, Hkv = l.n_head_kv, D = c.head_dim, Dv = c.head_dim_v;
   std::vector<float> q(static_cast<std::size_t>(n * H * D)), k(static_cast<std::size_t>(n * Hkv * D)),
       v(static_cast<std::size_t>(n * Hkv * Dv));
@@ -33,21 +93,10 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
   if (!l.q_norm.empty()) ctx.ops.rms_norm(q.data(), l.q_norm.data(), q.data(), D, n * H, c.rms_eps);
   if (!l.k_norm.empty()) ctx.ops.rms_norm(k.data(), l.k_norm.data(), k.data(), D, n * Hkv, c.rms_eps);
 
-  const rope_params& rp = l.rope;
-  if (rp.kind != rope_kind::none && rp.n_dims > 0) {
-    dispatch::rope_args r{.x = q.data(), .n_tokens = n, .n_head = H, .head_dim = D, .n_dims = rp.n_dims,
-                          .pos = ctx.batch.pos.data(), .neox = rp.kind == rope_kind::neox, .freq_base = rp.freq_base,
-                          .freq_scale = rp.freq_scale, .ext_factor = rp.ext_factor, .attn_factor = rp.attn_factor,
-                          .beta_fast = rp.beta_fast, .beta_slow = rp.beta_slow, .n_ctx_orig = rp.n_ctx_orig,
-                          .freq_factors = rope_freqs};
-    ctx.ops.rope(r);
-    r.x = k.data();
-    r.n_head = Hkv;
-    ctx.ops.rope(r);
-    if (c.qk_rms_after_rope) {
-      ctx.ops.rms_norm(q.data(), nullptr, q.data(), D, n * H, c.rms_eps);
-      ctx.ops.rms_norm(k.data(), nullptr, k.data(), D, n * Hkv, c.rms_eps);
-    }
+  if (apply_rope(ctx, l.rope, rope_freqs, q.data(), n, H, D) && apply_rope(ctx, l.rope, rope_freqs, k.data(), n, Hkv, D) &&
+      c.qk_rms_after_rope) {
+    ctx.ops.rms_norm(q.data(), nullptr, q.data(), D, n * H, c.rms_eps);
+    ctx.ops.rms_norm(k.data(), nullptr, k.data(), D, n * Hkv, c.rms_eps);
   }
   if (l.temperature && c.temperature_length > 0) {
     for (std::int64_t t = 0; t < n; ++t) {
@@ -60,45 +109,8 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
   if (c.q_prescale != 1.0f) {
     for (float& x : q) x *= c.q_prescale;
   }
-  for (std::int64_t t = 0; t < n; ++t) ctx.kv.store(layer, t, k.data() + t * Hkv * D, v.data() + t * Hkv * Dv);
-
-  // One attention call per sequence in the batch.
-  std::map<std::int32_t, std::vector<std::int64_t>> by_seq;
-  for (std::int64_t t = 0; t < n; ++t) by_seq[ctx.batch.seq[static_cast<std::size_t>(t)]].push_back(t);
   std::vector<float> attn(static_cast<std::size_t>(n * H * Dv));
-  for (const auto& [seq, rows] : by_seq) {
-    const auto m = static_cast<std::int64_t>(rows.size());
-    std::vector<float> qs(static_cast<std::size_t>(m * H * D)), os(static_cast<std::size_t>(m * H * Dv));
-    std::vector<std::int32_t> qpos(rows.size());
-    for (std::int64_t i = 0; i < m; ++i) {
-      const std::int64_t t = rows[static_cast<std::size_t>(i)];
-      std::copy(q.data() + t * H * D, q.data() + (t + 1) * H * D, qs.data() + i * H * D);
-      qpos[static_cast<std::size_t>(i)] = ctx.batch.pos[static_cast<std::size_t>(t)];
-    }
-    const kv_view view = ctx.kv.view(layer, seq);
-    dispatch::attention_args a{};
-    a.q = qs.data();
-    a.out = os.data();
-    a.n_tokens = m;
-    a.n_head = H;
-    a.n_head_kv = Hkv;
-    a.head_dim = D;
-    a.head_dim_v = Dv;
-    a.q_pos = qpos.data();
-    a.k = view.k;
-    a.v = view.v;
-    a.kv_pos = view.pos;
-    a.n_kv = view.n;
-    a.scale = c.kq_scale;
-    a.softcap = c.attn_softcap;
-    a.sinks = l.sinks.empty() ? nullptr : l.sinks.data();
-    a.mask = l.mask;
-    ctx.ops.attention(a, ctx.pool);
-    for (std::int64_t i = 0; i < m; ++i) {
-      const std::int64_t t = rows[static_cast<std::size_t>(i)];
-      std::copy(os.data() + i * H * Dv, os.data() + (i + 1) * H * Dv, attn.data() + t * H * Dv);
-    }
-  }
+  attend(ctx, l, c, layer, c.kq_scale, q.data(), k.data(), v.data(), D, Dv, attn.data());
   l.o.apply(ctx, attn.data(), n, out);
 }
 

@@ -5,11 +5,25 @@
 // decoder_config.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "weights.hpp"
 
 namespace spite::models {
+
+// Multi-head latent attention (DeepSeek-2 style, with k_b / v_b absorbed): q from a low-rank
+// projection, one compressed KV head [c | k_pe] of width kv_lora + R shared by all heads.
+struct mla_layer {
+  linear q_a, q_b;                         // {E, q_lora}, {q_lora, H*Dk}
+  linear q;                                // {E, H*Dk} when there is no q_lora
+  std::vector<float> q_a_norm;             // [q_lora]
+  linear kv_a;                             // {E, kv_lora + R}
+  std::vector<float> kv_a_norm;            // [kv_lora]
+  const gguf::tensor_info* k_b = nullptr;  // {Dk - R, kv_lora, H}
+  const gguf::tensor_info* v_b = nullptr;  // {kv_lora, Dv, H}
+  std::int64_t kv_lora = 0, rope_dim = 0, nope_dim = 0, v_dim = 0;
+};
 
 struct attention_layer {
   std::vector<float> norm;           // [E]
@@ -23,6 +37,7 @@ struct attention_layer {
   rope_params rope;                  // this layer's RoPE; kind none: no positions (NoPE)
   dispatch::attention_mask mask;     // sliding window (0: full causal attention)
   bool temperature = false;          // scale q by decoder_config's position temperature
+  std::shared_ptr<const mla_layer> mla;  // set: latent attention instead of q/k/v/qkv (o stays)
 };
 
 struct ffn_layer {
@@ -34,6 +49,7 @@ struct ffn_layer {
   const gguf::tensor_info* gate_exps = nullptr;    // {E, Fe, X}
   const gguf::tensor_info* up_exps = nullptr;      // {E, Fe, X}
   const gguf::tensor_info* down_exps = nullptr;    // {Fe, E, X}
+  std::vector<float> select_bias;                  // [X] added to the probabilities for the choice only
   std::vector<float> gate_exps_b, up_exps_b, down_exps_b;  // [Fe * X], [Fe * X], [E * X] (optional)
   linear shared_gate, shared_up, shared_down;      // shared expert (optional)
   linear shared_router;                            // {E, 1}: per-token gate of the shared expert
@@ -78,6 +94,9 @@ struct decoder_config {
   bool moe_normalize = true;          // renormalize the selected experts' weights
   bool moe_weight_before = false;     // scale each expert's input by its weight instead of its output (llama4)
   float expert_weights_scale = 0.0f;  // multiplies the routing weights when not 0 or 1
+  // Group-limited routing: experts in n_expert_groups consecutive groups, a group scored by the
+  // sum of its best two; only the best n_group_used groups compete (0: off).
+  std::int64_t n_expert_groups = 0, n_group_used = 0;
   bool shared_gate_silu_div = false;  // shared-expert gate computed as silu(g)/g (qwen2moe)
 };
 
@@ -87,6 +106,15 @@ result<void> decoder_forward(forward_context& ctx, const decoder_weights& w, con
 // Pieces, for architectures that assemble their own layer.
 void attention_block(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer,
                      const float* rope_freqs, const float* in, float* out);
+void mla_attention_block(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer,
+                         const float* rope_freqs, const float* in, float* out);
+// RoPE of x [head_dim, n_head, n] in place; false (and x untouched) for a layer without RoPE.
+bool apply_rope(forward_context& ctx, const rope_params& rope, const float* freqs, float* x, std::int64_t n, std::int64_t n_head,
+                std::int64_t head_dim);
+// Stores k [D, Hkv, n] / v [Dv, Hkv, n] of the batch in the layer's KV memory, then attends the
+// queries q [D, H, n] of each sequence over what it holds: out [Dv, H, n].
+void attend(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer, float scale, const float* q,
+            const float* k, const float* v, std::int64_t D, std::int64_t Dv, float* out);
 void ffn_block(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, float* out);
 
 }  // namespace spite::models

@@ -3,6 +3,29 @@
 #include <cmath>
 
 namespace spite::models {
+namespace {
+
+std::shared_ptr<const mla_layer> bind_mla(binder& b, int il, std::int64_t E, std::int64_t H, const mla_dims& d) {
+  auto m = std::make_shared<mla_layer>();
+  m->kv_lora = d.kv_lora;
+  m->rope_dim = d.rope_dim;
+  m->nope_dim = d.key_dim - d.rope_dim;
+  m->v_dim = d.v_dim;
+  if (d.q_lora > 0) {
+    m->q_a = b.matrix(layer_tensor(il, "attn_q_a"), E, d.q_lora);
+    m->q_a_norm = b.vec(layer_tensor(il, "attn_q_a_norm.weight"), d.q_lora);
+    m->q_b = b.matrix(layer_tensor(il, "attn_q_b"), d.q_lora, H * d.key_dim);
+  } else {
+    m->q = b.matrix(layer_tensor(il, "attn_q"), E, H * d.key_dim);
+  }
+  m->kv_a = b.matrix(layer_tensor(il, "attn_kv_a_mqa"), E, d.kv_lora + d.rope_dim);
+  m->kv_a_norm = b.vec(layer_tensor(il, "attn_kv_a_norm.weight"), d.kv_lora);
+  m->k_b = b.tensor(layer_tensor(il, "attn_k_b.weight"), {d.key_dim - d.rope_dim, d.kv_lora, H});
+  m->v_b = b.tensor(layer_tensor(il, "attn_v_b.weight"), {d.kv_lora, d.v_dim, H});
+  return m;
+}
+
+}  // namespace
 
 result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& file, hparams hp, const bind_options& o) {
   auto m = std::make_unique<decoder_model>();
@@ -28,14 +51,17 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
     a.n_head_kv = Hkv;
     a.norm = b.vec(layer_tensor(il, "attn_norm.weight"), E);
     const bool fused = o.fused_qkv_allowed && file.find_tensor(layer_tensor(il, "attn_qkv.weight")) != nullptr;
-    if (fused) {
+    if (o.mla != nullptr) {
+      a.mla = bind_mla(b, il, E, H, *o.mla);
+      a.o = b.matrix(layer_tensor(il, "attn_output"), H * o.mla->v_dim, E);
+    } else if (fused) {
       a.qkv = b.matrix(layer_tensor(il, "attn_qkv"), E, H * D + Hkv * D + Hkv * Dv);
     } else {
       a.q = b.matrix(layer_tensor(il, "attn_q"), E, H * D);
       a.k = b.matrix(layer_tensor(il, "attn_k"), E, Hkv * D);
       a.v = b.matrix(layer_tensor(il, "attn_v"), E, Hkv * Dv);
     }
-    a.o = b.matrix(layer_tensor(il, "attn_output"), H * Dv, E);
+    if (o.mla == nullptr) a.o = b.matrix(layer_tensor(il, "attn_output"), H * Dv, E);
     a.rope = hp.rope;
     if (o.sandwich_norms) a.post_norm = b.vec(layer_tensor(il, "post_attention_norm.weight"), E);
     if (o.sinks) a.sinks = b.vec(layer_tensor(il, "attn_sinks.weight"), H);
@@ -53,6 +79,7 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
       f.gate_exps = b.tensor(layer_tensor(il, "ffn_gate_exps.weight"), {E, Fe, X});
       f.up_exps = b.tensor(layer_tensor(il, "ffn_up_exps.weight"), {E, Fe, X});
       f.down_exps = b.tensor(layer_tensor(il, "ffn_down_exps.weight"), {Fe, E, X});
+      f.select_bias = b.vec(layer_tensor(il, "exp_probs_b.bias"), X, true);
       f.gate_exps_b = b.values(layer_tensor(il, "ffn_gate_exps.bias"), {Fe, X}, true);
       f.up_exps_b = b.values(layer_tensor(il, "ffn_up_exps.bias"), {Fe, X}, true);
       f.down_exps_b = b.values(layer_tensor(il, "ffn_down_exps.bias"), {E, X}, true);

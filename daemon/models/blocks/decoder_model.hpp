@@ -7,6 +7,15 @@
 
 namespace spite::models {
 
+// Sizes of multi-head latent attention (the GGUF's key_length / value_length describe the cache).
+struct mla_dims {
+  std::int64_t q_lora = 0;    // 0: a plain attn_q
+  std::int64_t kv_lora = 0;   // width of the compressed KV (the cache's V, head of its K)
+  std::int64_t key_dim = 0;   // per-head q / k width: nope + rope
+  std::int64_t rope_dim = 0;  // rotated part of it
+  std::int64_t v_dim = 0;     // per-head output width after v_b
+};
+
 struct bind_options {
   bool fused_qkv_allowed = true;     // accept attn_qkv instead of q/k/v
   bool fused_gate_up = false;        // ffn_up is {E, 2F} = [gate | up] and there is no ffn_gate
@@ -16,6 +25,7 @@ struct bind_options {
   bool sandwich_norms = false;       // post_attention_norm / post_ffw_norm on the blocks' outputs
   bool sinks = false;                // attn_sinks {H}
   const char* ffn_norm = "ffn_norm"; // the FFN's input norm (gpt-oss: post_attention_norm)
+  const mla_dims* mla = nullptr;     // latent attention instead of attn_q/k/v
   // Which layers have experts when the model has some (null: every layer).
   std::function<bool(int layer)> moe_layer;
 };

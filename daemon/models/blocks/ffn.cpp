@@ -3,6 +3,8 @@
 // biases) with an optional gated shared expert.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <numeric>
 
 #include "decoder.hpp"
@@ -73,22 +75,44 @@ void softmax(float* p, std::int64_t n) {
   for (std::int64_t e = 0; e < n; ++e) p[e] *= inv;
 }
 
+// Masks (to -inf) the experts outside the best n_group_used groups; a group scores the sum of
+// its best two selection scores.
+void limit_groups(const decoder_config& c, float* sel, std::int64_t X) {
+  const std::int64_t G = c.n_expert_groups, per = X / G;
+  std::vector<float> score(static_cast<std::size_t>(G));
+  for (std::int64_t g = 0; g < G; ++g) {
+    std::vector<float> v(sel + g * per, sel + (g + 1) * per);
+    std::partial_sort(v.begin(), v.begin() + std::min<std::int64_t>(2, per), v.end(), std::greater<>());
+    score[static_cast<std::size_t>(g)] = per >= 2 ? v[0] + v[1] : v[0];
+  }
+  std::vector<std::int64_t> order(static_cast<std::size_t>(G));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return score[a] > score[b]; });
+  for (std::int64_t k = c.n_group_used; k < G; ++k) {
+    const std::int64_t g = order[static_cast<std::size_t>(k)];
+    std::fill(sel + g * per, sel + (g + 1) * per, -std::numeric_limits<float>::infinity());
+  }
+}
+
 // The experts and weights of each token: probabilities by the gating function, the top K of
-// them (ties: lower index), weights optionally softmaxed over the K, renormalized and scaled.
-std::vector<std::vector<std::pair<std::int64_t, float>>> route(const decoder_config& c, float* logits, std::int64_t X,
-                                                               std::int64_t n) {
+// them (plus the layer's selection bias, within the allowed groups; ties: lower index), weights
+// (the probabilities without bias) optionally softmaxed over the K, renormalized and scaled.
+std::vector<std::vector<std::pair<std::int64_t, float>>> route(const decoder_config& c, const ffn_layer& l, float* logits,
+                                                               std::int64_t X, std::int64_t n) {
   const std::int64_t K = c.n_expert_used;
   std::vector<std::vector<std::pair<std::int64_t, float>>> routes(static_cast<std::size_t>(n));
   std::vector<std::int64_t> order(static_cast<std::size_t>(X));
-  std::vector<float> w(static_cast<std::size_t>(K));
+  std::vector<float> w(static_cast<std::size_t>(K)), sel(static_cast<std::size_t>(X));
   for (std::int64_t t = 0; t < n; ++t) {
     float* p = logits + t * X;
     if (c.gating == moe_gating::softmax) softmax(p, X);
     if (c.gating == moe_gating::sigmoid) {
       for (std::int64_t e = 0; e < X; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
     }
+    for (std::int64_t e = 0; e < X; ++e) sel[static_cast<std::size_t>(e)] = l.select_bias.empty() ? p[e] : p[e] + l.select_bias[static_cast<std::size_t>(e)];
+    if (c.n_expert_groups > 1 && c.n_group_used < c.n_expert_groups) limit_groups(c, sel.data(), X);
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return p[a] > p[b]; });
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return sel[a] > sel[b]; });
     for (std::int64_t k = 0; k < K; ++k) w[static_cast<std::size_t>(k)] = p[order[static_cast<std::size_t>(k)]];
     if (c.gating == moe_gating::softmax_selected) softmax(w.data(), K);
     if (c.moe_normalize) {
@@ -113,7 +137,7 @@ void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, cons
   const std::int64_t E = l.router.w.in, X = l.router.w.out;
   std::vector<float> logits(static_cast<std::size_t>(X * n));
   l.router.apply(ctx, in, n, logits.data());
-  const auto routes = route(c, logits.data(), X, n);
+  const auto routes = route(c, l, logits.data(), X, n);
 
   std::fill(out, out + E * n, 0.0f);
   // Each expert runs once over the tokens routed to it.

@@ -15,9 +15,10 @@ struct weight {
   std::int64_t in = 0;        // ne0: elements per row
   std::int64_t out = 0;       // ne1: rows
   std::size_t row_bytes = 0;  // bytes per row
-  // One matrix of an expert stack: the reference multiplies these through its vector dot
-  // product (never its GEMM), whose reduction order differs for float weights.
-  bool expert = false;
+  // The reference multiplies this matrix through its vector dot product, never its GEMM (whose
+  // reduction order differs for float weights): expert matrices (set by weight_of for 3-D
+  // tensors) and matrices it applies to strided activations.
+  bool no_gemm = false;
 
   bool empty() const noexcept { return data == nullptr; }
   const std::byte* row(std::int64_t r) const noexcept { return data + static_cast<std::size_t>(r) * row_bytes; }
