@@ -126,7 +126,7 @@ struct choice_state {
   std::string held;  // the end that might still become a stop string
   std::string finish_reason;
   bool done = false, stopped = false, role_sent = false;
-  std::int32_t completion_tokens = 0;
+  std::int32_t completion_tokens = 0, prompt_tokens = 0;
   clock_type::time_point last_token{};
   std::string raw;            // tool mode: the text while it may still be a tool call
   bool content_mode = false;  // tool mode: it turned out to be plain content
@@ -148,7 +148,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   std::vector<std::string> stop;
   std::mutex mutex;
   std::vector<choice_state> choices;
-  std::int32_t prompt_tokens = 0;
+  int n_per_prompt = 1;
   int finished = 0;
   bool first_token_seen = false, failed = false;
   clock_type::time_point started = clock_type::now();
@@ -311,7 +311,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
     choice_state& c = choices[i];
     c.done = true;
     c.completion_tokens = o.completion_tokens;
-    prompt_tokens = std::max(prompt_tokens, o.prompt_tokens);
+    c.prompt_tokens = o.prompt_tokens;
     if (o.failure) {
       failed = true;
       c.finish_reason = "error";
@@ -365,8 +365,12 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   }
 
   json usage() const {
-    std::int32_t completion = 0;
-    for (const auto& c : choices) completion += c.completion_tokens;
+    // Each prompt counts once, however many choices it has; every choice's tokens count.
+    std::int32_t completion = 0, prompt_tokens = 0;
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+      completion += choices[i].completion_tokens;
+      if (i % static_cast<std::size_t>(n_per_prompt) == 0) prompt_tokens += choices[i].prompt_tokens;
+    }
     return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion}, {"total_tokens", prompt_tokens + completion},
             {"prompt_tokens_details", {{"cached_tokens", 0}}}};
   }
@@ -641,13 +645,7 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
   // Every choice is its own generation, started together so they batch.
   const std::size_t total = inputs.size() * static_cast<std::size_t>(n);
   job->choices.resize(total);
-  if (job->stream) {
-    out->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
-    for (std::size_t i = 0; i < total && !job->echo_prefix.empty(); ++i) {
-      job->choices[i].pending_logprobs = job->prompt_logprobs;
-      job->emit_text(i, job->echo_prefix);
-    }
-  }
+  job->n_per_prompt = n;
   out->on_close([weak = std::weak_ptr<completion_job>(job)] {
     if (auto j = weak.lock()) j->cancel_all();  // the client left: stop at the next step
   });
@@ -669,15 +667,7 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
       const std::string code = status == 404 ? "model_not_found" : "";
       header_list headers;
       if (status == 429 || status == 503) headers.emplace_back("Retry-After", "1");
-      if (i == 0) {
-        if (job->stream) {
-          // Nothing generated yet: the error is the only event of the stream.
-          job->out->write("data: " + error_body(e.message, type, status == 404 ? "model" : "", code) + "\n\n");
-          job->out->write("data: [DONE]\n\n");
-          job->out->end_stream();
-          metrics_.request(endpoint, status);
-          return;
-        }
+      if (i == 0) {  // nothing started: a plain HTTP error, streaming or not
         return answer(endpoint, *out, status, error_body(e.message, type, status == 404 ? "model" : "", code), headers);
       }
       // Later choices failing (the queue filled up): the started ones end, the missing ones fail.
@@ -690,6 +680,14 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
       break;
     }
     job->attach(i, std::move(*g));
+    // The stream begins once the first generation is accepted (callbacks wait for the lock).
+    if (i == 0 && job->stream) {
+      out->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+      for (std::size_t k = 0; k < total && !job->echo_prefix.empty(); ++k) {
+        job->choices[k].pending_logprobs = job->prompt_logprobs;
+        job->emit_text(k, job->echo_prefix);
+      }
+    }
   }
 }
 
