@@ -17,3 +17,12 @@ add_test(NAME openai_node_client
 set_tests_properties(openai_node_client PROPERTIES
   LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300
   ENVIRONMENT "SPITE_SHARED_DIR_DEFAULT=${SPITE_SHARED_DIR}")
+
+# Embeddings, structured output, forced tool calls and logprobs (against the golden logits).
+spite_add_catch_test(test_http_features
+  SOURCES e2e/http_features_test.cpp support/http_client.cpp
+  DEPS nlohmann_json::nlohmann_json)
+target_compile_definitions(test_http_features PRIVATE
+  SPITED_PATH="$<TARGET_FILE:spited>"
+  SPITECTL_PATH="$<TARGET_FILE:spitectl>")
+add_dependencies(test_http_features spited spitectl)
