@@ -20,6 +20,16 @@ bool apply_rope(forward_context& ctx, const rope_params& rp, const float* freqs,
   return true;
 }
 
+void apply_temperature(forward_context& ctx, const decoder_config& c, float* q, std::int64_t width) {
+  if (c.temperature_length <= 0) return;
+  for (std::size_t t = 0; t < ctx.batch.pos.size(); ++t) {
+    const float pos = static_cast<float>(ctx.batch.pos[t]);
+    const double steps = std::floor((pos + c.temperature_offset) / static_cast<float>(c.temperature_length));
+    const auto scale = static_cast<float>(std::log(steps + 1.0) * c.temperature_scale + 1.0);
+    for (std::int64_t i = 0; i < width; ++i) q[static_cast<std::int64_t>(t) * width + i] *= scale;
+  }
+}
+
 void attend(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer, float scale, const float* q,
             const float* k, const float* v, std::int64_t D, std::int64_t Dv, float* out) {
   const std::int64_t n = static_cast<std::int64_t>(ctx.batch.tokens.size());
@@ -98,14 +108,7 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
     ctx.ops.rms_norm(q.data(), nullptr, q.data(), D, n * H, c.rms_eps);
     ctx.ops.rms_norm(k.data(), nullptr, k.data(), D, n * Hkv, c.rms_eps);
   }
-  if (l.temperature && c.temperature_length > 0) {
-    for (std::int64_t t = 0; t < n; ++t) {
-      const float pos = static_cast<float>(ctx.batch.pos[static_cast<std::size_t>(t)]);
-      const double steps = std::floor((pos + c.temperature_offset) / static_cast<float>(c.temperature_length));
-      const auto scale = static_cast<float>(std::log(steps + 1.0) * c.temperature_scale + 1.0);
-      for (std::int64_t i = t * H * D; i < (t + 1) * H * D; ++i) q[static_cast<std::size_t>(i)] *= scale;
-    }
-  }
+  if (l.temperature) apply_temperature(ctx, c, q.data(), H * D);
   if (c.q_prescale != 1.0f) {
     for (float& x : q) x *= c.q_prescale;
   }

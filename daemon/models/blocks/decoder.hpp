@@ -46,8 +46,8 @@ struct ffn_layer {
   linear gate, up, down;         // dense gated FFN; when gate is empty, up is fused {E, 2F} = [gate | up]
   // Mixture of experts (router present): experts are 3-D {in, out, X}.
   linear router;                                   // {E, X}
-  const gguf::tensor_info* gate_exps = nullptr;    // {E, Fe, X}
-  const gguf::tensor_info* up_exps = nullptr;      // {E, Fe, X}
+  const gguf::tensor_info* gate_exps = nullptr;    // {E, Fe, X}; null: up_exps is fused [gate | up]
+  const gguf::tensor_info* up_exps = nullptr;      // {E, Fe, X} or fused {E, 2 Fe, X}
   const gguf::tensor_info* down_exps = nullptr;    // {Fe, E, X}
   std::vector<float> select_bias;                  // [X] added to the probabilities for the choice only
   std::vector<float> gate_exps_b, up_exps_b, down_exps_b;  // [Fe * X], [Fe * X], [E * X] (optional)
@@ -111,6 +111,8 @@ void mla_attention_block(forward_context& ctx, const attention_layer& l, const d
 // RoPE of x [head_dim, n_head, n] in place; false (and x untouched) for a layer without RoPE.
 bool apply_rope(forward_context& ctx, const rope_params& rope, const float* freqs, float* x, std::int64_t n, std::int64_t n_head,
                 std::int64_t head_dim);
+// q [width, n] *= the position temperature of each batch token (decoder_config)
+void apply_temperature(forward_context& ctx, const decoder_config& c, float* q, std::int64_t width);
 // Stores k [D, Hkv, n] / v [Dv, Hkv, n] of the batch in the layer's KV memory, then attends the
 // queries q [D, H, n] of each sequence over what it holds: out [Dv, H, n].
 void attend(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer, float scale, const float* q,

@@ -76,8 +76,12 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
     if (hp.n_expert > 0 && (!o.moe_layer || o.moe_layer(il))) {
       const std::int64_t X = hp.n_expert, Fe = hp.n_ff_exp > 0 ? hp.n_ff_exp : hp.n_ff[static_cast<std::size_t>(il)];
       f.router = b.matrix(layer_tensor(il, "ffn_gate_inp"), E, X);
-      f.gate_exps = b.tensor(layer_tensor(il, "ffn_gate_exps.weight"), {E, Fe, X});
-      f.up_exps = b.tensor(layer_tensor(il, "ffn_up_exps.weight"), {E, Fe, X});
+      if (file.find_tensor(layer_tensor(il, "ffn_gate_up_exps.weight")) != nullptr) {
+        f.up_exps = b.tensor(layer_tensor(il, "ffn_gate_up_exps.weight"), {E, 2 * Fe, X});
+      } else {
+        f.gate_exps = b.tensor(layer_tensor(il, "ffn_gate_exps.weight"), {E, Fe, X});
+        f.up_exps = b.tensor(layer_tensor(il, "ffn_up_exps.weight"), {E, Fe, X});
+      }
       f.down_exps = b.tensor(layer_tensor(il, "ffn_down_exps.weight"), {Fe, E, X});
       f.select_bias = b.vec(layer_tensor(il, "exp_probs_b.bias"), X, true);
       f.gate_exps_b = b.values(layer_tensor(il, "ffn_gate_exps.bias"), {Fe, X}, true);

@@ -75,6 +75,7 @@ void mla_attention_block(forward_context& ctx, const attention_layer& l, const d
     std::copy_n(latent.data() + t * C, C, kf.data() + t * D);
     std::copy_n(k_pe.data() + t * R, R, kf.data() + t * D + C);
   }
+  if (l.temperature) apply_temperature(ctx, c, qf.data(), H * D);
   std::vector<float> o(static_cast<std::size_t>(n * H * C)), ov(static_cast<std::size_t>(n * H * Dv));
   attend(ctx, l, c, layer, c.kq_scale, qf.data(), kf.data(), latent.data(), D, C, o.data());
   per_head(ctx, *m.v_b, o.data(), H, n, false, ov.data());
