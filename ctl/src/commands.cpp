@@ -18,6 +18,7 @@ std::span<const command> all_commands() {
       {"load", "make spited load a model (from spite.toml or a file)", run_load},
       {"unload", "make spited unload a model once its requests finish", run_unload},
       {"reload", "make spited reread spite.toml and rescan its kernel directories", run_reload},
+      {"mkmodel", "write a random-weight GGUF of a real model's shape and weight type, for benchmarks", run_mkmodel},
       {"bench", "prefill and decode tokens/s, as fractions of measured bandwidth and peak FLOP/s", run_bench},
   };
   return table;

@@ -39,6 +39,7 @@ int run_reload(const std::vector<std::string>& argv);
 int run_load(const std::vector<std::string>& argv);
 int run_unload(const std::vector<std::string>& argv);
 int run_bench(const std::vector<std::string>& argv);
+int run_mkmodel(const std::vector<std::string>& argv);
 
 // `spitectl dispatch -m NAME` for a model loaded in spited.
 int daemon_dispatch(const std::string& model, const std::optional<std::string>& socket, bool explain, bool as_json);

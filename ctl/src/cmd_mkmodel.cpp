@@ -1,0 +1,242 @@
+// spitectl mkmodel: a random-weight GGUF model of a real model's shape, quantized by spite's own
+// quantizers with llama.cpp's type mixes for the _S/_M/_L types, so that benchmarks run on
+// realistic sizes without downloads. The vocabulary (and tokenizer) comes from a vocab GGUF.
+//
+//   spitectl mkmodel --shape tinyllama-1.1b --type Q4_K_M --vocab ggml-vocab-llama-spm.gguf --out F
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "spite/core/bytes.hpp"
+#include "spite/gguf/file.hpp"
+#include "spite/gguf/writer.hpp"
+
+namespace spite::ctl {
+namespace {
+
+struct shape {
+  std::string_view name, arch;
+  std::int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
+  float rope_base;
+  bool tied_output, qkv_bias;
+};
+
+constexpr shape shapes[] = {
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 2048, 10000.0f, false, false},
+    {"llama2-7b", "llama", 4096, 32, 32, 32, 11008, 4096, 10000.0f, false, false},
+    {"llama3-8b", "llama", 4096, 32, 32, 8, 14336, 8192, 500000.0f, false, false},
+    {"llama3.2-1b", "llama", 2048, 16, 32, 8, 8192, 8192, 500000.0f, true, false},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 32768, 1000000.0f, true, true},
+    {"qwen2.5-1.5b", "qwen2", 1536, 28, 12, 2, 8960, 32768, 1000000.0f, true, true},
+    {"stories15m", "llama", 288, 6, 6, 6, 768, 256, 10000.0f, false, false},
+    {"llama-small", "llama", 512, 8, 8, 4, 1536, 2048, 10000.0f, false, false},  // fast, k-quant friendly
+};
+
+// llama.cpp's rule for the layers that get more bits in the _M mixes: the first and last eighth
+// and every third layer between.
+bool use_more_bits(std::int64_t i, std::int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+using gguf::tensor_type;
+
+// The type of one tensor under a mix (or the plain type).
+tensor_type type_for(std::string_view mix, tensor_type base, std::string_view tensor, std::int64_t layer, std::int64_t n_layer) {
+  const bool plain_float = base == tensor_type::f32 || base == tensor_type::f16 || base == tensor_type::bf16;
+  if (tensor == "output") return plain_float || base == tensor_type::q8_0 ? base : tensor_type::q6_K;
+  if (mix == "Q4_K_M" || mix == "Q5_K_M") {
+    if ((tensor == "attn_v" || tensor == "ffn_down") && use_more_bits(layer, n_layer)) return tensor_type::q6_K;
+  } else if (mix == "Q4_K_S") {
+    if (tensor == "ffn_down" && layer < n_layer / 8) return tensor_type::q5_K;
+  } else if (mix == "Q3_K_M") {
+    if (tensor == "attn_v") return layer < 2 ? tensor_type::q5_K : tensor_type::q4_K;
+    if (tensor == "attn_output") return tensor_type::q4_K;
+    if (tensor == "ffn_down") return layer < n_layer / 16 ? tensor_type::q5_K : use_more_bits(layer, n_layer) ? tensor_type::q4_K : base;
+  } else if (mix == "Q3_K_L") {
+    if (tensor == "attn_v" || tensor == "attn_output" || tensor == "ffn_down") return tensor_type::q5_K;
+  } else if (mix == "Q3_K_S" || mix == "Q2_K_S") {
+    // the base type throughout
+  }
+  return base;
+}
+
+struct type_choice {
+  std::string mix;  // "" for a plain type
+  tensor_type base;
+};
+
+std::optional<type_choice> parse_type(std::string name) {
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static const std::pair<std::string_view, std::string_view> mixes[] = {
+      {"Q4_K_M", "Q4_K"}, {"Q4_K_S", "Q4_K"}, {"Q5_K_M", "Q5_K"}, {"Q5_K_S", "Q5_K"},
+      {"Q3_K_M", "Q3_K"}, {"Q3_K_S", "Q3_K"}, {"Q3_K_L", "Q3_K"}, {"Q2_K_S", "Q2_K"}};
+  for (const auto& [mix, base] : mixes) {
+    if (name == mix) return type_choice{std::string(mix), gguf::find_type_by_name(base)->type};
+  }
+  const gguf::type_traits* t = gguf::find_type_by_name(name);
+  if (t == nullptr || t->from_float == nullptr) return std::nullopt;
+  return type_choice{"", t->type};
+}
+
+// Random N(0, std) weights of [rows, cols] in `type`, rows quantized on all cores.
+std::vector<std::byte> random_tensor(tensor_type type, std::int64_t cols, std::int64_t rows, float stddev, std::uint64_t seed) {
+  const std::uint64_t row_size = *gguf::row_bytes(type, cols);
+  std::vector<std::byte> out(row_size * static_cast<std::uint64_t>(rows));
+  const int n_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < n_threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(t));
+      std::normal_distribution<float> dist(0.0f, stddev);
+      std::vector<float> row(static_cast<std::size_t>(cols));
+      for (std::int64_t r = t; r < rows; r += n_threads) {
+        for (float& x : row) x = dist(rng);
+        gguf::traits(type).from_float(row.data(), out.data() + row_size * static_cast<std::uint64_t>(r), cols);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  return out;
+}
+
+std::vector<std::byte> ones(std::int64_t n) {
+  std::vector<float> v(static_cast<std::size_t>(n), 1.0f);
+  std::vector<std::byte> out(v.size() * sizeof(float));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+int run_mkmodel(const std::vector<std::string>& argv) {
+  args a;
+  a.option("--shape", "NAME", "the model shape (see --list)")
+      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL, or a mix Q4_K_M ...")
+      .option("--vocab", "FILE", "a GGUF whose tokenizer (tokenizer.*) the model takes")
+      .option("--out", "FILE", "where to write the model")
+      .option("--seed", "S", "random seed (default 1)")
+      .flag("--list", "list the shapes")
+      .flag("--help", "show this help");
+  auto parsed = a.parse(argv);
+  if (a.has("--list")) {
+    for (const auto& s : shapes) {
+      std::printf("%-16s %-6s E=%lld L=%lld heads=%lld/%lld ff=%lld ctx=%lld%s\n", std::string(s.name).c_str(),
+                  std::string(s.arch).c_str(), (long long)s.n_embd, (long long)s.n_layer, (long long)s.n_head,
+                  (long long)s.n_head_kv, (long long)s.n_ff, (long long)s.n_ctx, s.tied_output ? " tied" : "");
+    }
+    return exit_ok;
+  }
+  if (!parsed || a.has("--help") || !a.get("--shape") || !a.get("--type") || !a.get("--vocab") || !a.get("--out")) {
+    if (!parsed) std::fprintf(stderr, "spitectl mkmodel: %s\n", parsed.err().message.c_str());
+    std::fprintf(a.has("--help") ? stdout : stderr,
+                 "usage: spitectl mkmodel --shape NAME --type TYPE --vocab VOCAB.gguf --out FILE [--seed S]\n%s",
+                 a.help().c_str());
+    return a.has("--help") && parsed ? exit_ok : exit_usage;
+  }
+  const shape* sh = nullptr;
+  for (const auto& s : shapes) {
+    if (s.name == *a.get("--shape")) sh = &s;
+  }
+  if (sh == nullptr) {
+    std::fprintf(stderr, "spitectl mkmodel: unknown shape '%s' (spitectl mkmodel --list)\n", a.get("--shape")->c_str());
+    return exit_usage;
+  }
+  const auto choice = parse_type(*a.get("--type"));
+  if (!choice) {
+    std::fprintf(stderr, "spitectl mkmodel: '%s' is not a type spite can quantize to\n", a.get("--type")->c_str());
+    return exit_usage;
+  }
+  const std::uint64_t seed = a.get("--seed") ? std::stoull(*a.get("--seed")) : 1;
+  auto vocab = gguf::file::open(*a.get("--vocab"));
+  if (!vocab) {
+    std::fprintf(stderr, "spitectl mkmodel: %s\n", vocab.err().message.c_str());
+    return exit_failure;
+  }
+  const gguf::array_value* tokens = vocab->meta().get_array("tokenizer.ggml.tokens");
+  if (tokens == nullptr) {
+    std::fprintf(stderr, "spitectl mkmodel: %s has no tokenizer.ggml.tokens\n", a.get("--vocab")->c_str());
+    return exit_failure;
+  }
+  const std::int64_t n_vocab = static_cast<std::int64_t>(tokens->size());
+  const std::string arch(sh->arch);
+  const std::int64_t head_dim = sh->n_embd / sh->n_head;
+
+  gguf::writer w;
+  w.set("general.architecture", gguf::value::string(arch));
+  w.set("general.name", gguf::value::string(std::string(sh->name) + " (random weights, " + *a.get("--type") + ")"));
+  w.set("general.file_type", gguf::value::u32(static_cast<std::uint32_t>(choice->base)));
+  w.set(arch + ".context_length", gguf::value::u32(static_cast<std::uint32_t>(sh->n_ctx)));
+  w.set(arch + ".embedding_length", gguf::value::u32(static_cast<std::uint32_t>(sh->n_embd)));
+  w.set(arch + ".block_count", gguf::value::u32(static_cast<std::uint32_t>(sh->n_layer)));
+  w.set(arch + ".feed_forward_length", gguf::value::u32(static_cast<std::uint32_t>(sh->n_ff)));
+  w.set(arch + ".attention.head_count", gguf::value::u32(static_cast<std::uint32_t>(sh->n_head)));
+  w.set(arch + ".attention.head_count_kv", gguf::value::u32(static_cast<std::uint32_t>(sh->n_head_kv)));
+  w.set(arch + ".attention.layer_norm_rms_epsilon", gguf::value::f32(1e-5f));
+  w.set(arch + ".rope.freq_base", gguf::value::f32(sh->rope_base));
+  w.set(arch + ".rope.dimension_count", gguf::value::u32(static_cast<std::uint32_t>(head_dim)));
+  for (const auto& kv : vocab->meta().entries()) {
+    if (kv.key.starts_with("tokenizer.")) w.set(std::string(kv.key), kv.val);
+  }
+
+  const float stddev = 0.02f;
+  std::uint64_t tensor_seed = seed;
+  const auto add = [&](const std::string& name, tensor_type t, std::int64_t cols, std::int64_t rows) -> bool {
+    // A row must hold whole blocks: k-quants fall back as llama.cpp's do, anything else to F16.
+    if (!gguf::row_bytes(t, cols)) {
+      switch (t) {
+        case tensor_type::q2_K:
+        case tensor_type::q3_K: t = tensor_type::iq4_nl; break;
+        case tensor_type::q4_K: t = tensor_type::q5_0; break;
+        case tensor_type::q5_K: t = tensor_type::q5_1; break;
+        case tensor_type::q6_K: t = tensor_type::q8_0; break;
+        default: break;
+      }
+      if (!gguf::row_bytes(t, cols)) t = tensor_type::f16;
+    }
+    const std::int64_t shape2[] = {cols, rows};
+    auto r = w.add_tensor(name, t, shape2, random_tensor(t, cols, rows, stddev, ++tensor_seed));
+    if (!r) std::fprintf(stderr, "spitectl mkmodel: %s: %s\n", name.c_str(), r.err().message.c_str());
+    return r.ok();
+  };
+  const auto add_norm = [&](const std::string& name, std::int64_t n) {
+    const std::int64_t shape1[] = {n};
+    return w.add_tensor(name, tensor_type::f32, shape1, ones(n)).ok();
+  };
+  const auto add_bias = [&](const std::string& name, std::int64_t n) {
+    const std::int64_t shape1[] = {n};
+    return w.add_tensor(name, tensor_type::f32, shape1, random_tensor(tensor_type::f32, n, 1, stddev, ++tensor_seed)).ok();
+  };
+  const auto t = [&](std::string_view tensor, std::int64_t layer) {
+    return type_for(choice->mix, choice->base, tensor, layer, sh->n_layer);
+  };
+  bool ok = add("token_embd.weight", t("token_embd", 0), sh->n_embd, n_vocab) && add_norm("output_norm.weight", sh->n_embd);
+  if (!sh->tied_output) ok = ok && add("output.weight", t("output", 0), sh->n_embd, n_vocab);
+  for (std::int64_t l = 0; ok && l < sh->n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const std::int64_t q = sh->n_head * head_dim, kv = sh->n_head_kv * head_dim;
+    ok = add_norm(p + "attn_norm.weight", sh->n_embd) && add(p + "attn_q.weight", t("attn_q", l), sh->n_embd, q) &&
+         add(p + "attn_k.weight", t("attn_k", l), sh->n_embd, kv) && add(p + "attn_v.weight", t("attn_v", l), sh->n_embd, kv) &&
+         add(p + "attn_output.weight", t("attn_output", l), q, sh->n_embd) && add_norm(p + "ffn_norm.weight", sh->n_embd) &&
+         add(p + "ffn_gate.weight", t("ffn_gate", l), sh->n_embd, sh->n_ff) &&
+         add(p + "ffn_up.weight", t("ffn_up", l), sh->n_embd, sh->n_ff) &&
+         add(p + "ffn_down.weight", t("ffn_down", l), sh->n_ff, sh->n_embd);
+    if (ok && sh->qkv_bias) {
+      ok = add_bias(p + "attn_q.bias", q) && add_bias(p + "attn_k.bias", kv) && add_bias(p + "attn_v.bias", kv);
+    }
+    std::fprintf(stderr, "\rspitectl mkmodel: layer %lld/%lld", static_cast<long long>(l + 1), static_cast<long long>(sh->n_layer));
+  }
+  std::fprintf(stderr, "\n");
+  if (!ok) return exit_failure;
+  if (auto r = w.write_file(*a.get("--out")); !r) {
+    std::fprintf(stderr, "spitectl mkmodel: %s\n", r.err().message.c_str());
+    return exit_failure;
+  }
+  auto written = gguf::file::open(*a.get("--out"));
+  std::printf("%s: %s %s, %zu tensors, %s\n", a.get("--out")->c_str(), std::string(sh->name).c_str(), a.get("--type")->c_str(),
+              w.n_tensors(), written ? human_bytes(written->total_bytes()).c_str() : "?");
+  return exit_ok;
+}
+
+}  // namespace spite::ctl

@@ -1,0 +1,67 @@
+// spitectl mkmodel writes random-weight models of real shapes that spite (and any GGUF reader)
+// loads: the shape's hyper-parameters, the vocabulary's tokenizer, and llama.cpp's type mixes.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "process.hpp"
+#include "shared_data.hpp"
+#include "spite/gguf/file.hpp"
+
+using spite::test::run_process;
+using spite::test::shared_path;
+using spite::test::temp_dir;
+
+TEST_CASE("mkmodel writes a loadable model with the Q4_K_M mix and the vocabulary's tokenizer") {
+  temp_dir dir;
+  const std::string out = (dir.path() / "small.gguf").string();
+  const std::string vocab = shared_path("models/vocab/ggml-vocab-llama-spm.gguf").string();
+  const auto r = run_process({SPITECTL_PATH, "mkmodel", "--shape", "llama-small", "--type", "Q4_K_M", "--vocab", vocab, "--out", out});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = spite::gguf::file::open(out);
+  REQUIRE(f.ok());
+  CHECK(f->meta().get_uint("llama.embedding_length") == 512u);
+  CHECK(f->meta().get_uint("llama.block_count") == 8u);
+  const auto* tokens = f->meta().get_array("tokenizer.ggml.tokens");
+  REQUIRE(tokens != nullptr);
+  CHECK(tokens->size() == 32000);
+  const auto type_of = [&](const char* name) { return std::string(spite::gguf::type_name(f->find_tensor(name)->type)); };
+  CHECK(type_of("output.weight") == "Q6_K");
+  CHECK(type_of("blk.0.attn_q.weight") == "Q4_K");
+  CHECK(type_of("blk.0.attn_v.weight") == "Q6_K");    // the first eighth gets more bits
+  CHECK(type_of("blk.3.ffn_down.weight") == "Q6_K");  // so does every third layer after it
+  CHECK(type_of("blk.2.ffn_down.weight") == "Q4_K");
+  CHECK(type_of("blk.7.attn_v.weight") == "Q6_K");    // and the last eighth
+  CHECK(type_of("blk.0.attn_norm.weight") == "F32");
+  const auto run = run_process({SPITECTL_PATH, "run", "--local", "--model", out, "--prompt", "Hello", "-n", "4", "--temperature", "0"});
+  INFO(run.err);
+  CHECK(run.exit_code == 0);
+}
+
+TEST_CASE("mkmodel falls back like llama.cpp where rows do not hold whole k-quant blocks") {
+  temp_dir dir;
+  const std::string out = (dir.path() / "s15.gguf").string();
+  const auto r = run_process({SPITECTL_PATH, "mkmodel", "--shape", "stories15m", "--type", "Q4_K_M", "--vocab",
+                              shared_path("models/vocab/ggml-vocab-llama-spm.gguf").string(), "--out", out});
+  REQUIRE(r.exit_code == 0);
+  auto f = spite::gguf::file::open(out);
+  REQUIRE(f.ok());
+  // 288 columns: Q4_K -> Q5_0, Q6_K -> Q8_0; 768-column rows (ffn_down) keep their k-quant.
+  CHECK(spite::gguf::type_name(f->find_tensor("blk.0.attn_q.weight")->type) == "Q5_0");
+  CHECK(spite::gguf::type_name(f->find_tensor("output.weight")->type) == "Q8_0");
+  CHECK(spite::gguf::type_name(f->find_tensor("blk.0.ffn_down.weight")->type) == "Q4_K");
+}
+
+TEST_CASE("mkmodel refuses unknown shapes and types with the way out") {
+  temp_dir dir;
+  const std::string vocab = shared_path("models/vocab/ggml-vocab-llama-spm.gguf").string();
+  const auto shape = run_process({SPITECTL_PATH, "mkmodel", "--shape", "gpt-5", "--type", "Q4_0", "--vocab", vocab, "--out",
+                                  (dir.path() / "x.gguf").string()});
+  CHECK(shape.exit_code == 2);
+  CHECK_THAT(shape.err, Catch::Contains("--list"));
+  const auto type = run_process({SPITECTL_PATH, "mkmodel", "--shape", "stories15m", "--type", "Q9_X", "--vocab", vocab, "--out",
+                                 (dir.path() / "x.gguf").string()});
+  CHECK(type.exit_code == 2);
+  const auto list = run_process({SPITECTL_PATH, "mkmodel", "--list"});
+  CHECK_THAT(list.out, Catch::Contains("tinyllama-1.1b"));
+}
