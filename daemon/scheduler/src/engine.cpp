@@ -119,10 +119,15 @@ struct engine::impl {
       b.clear();
       wants_logits.clear();
       int sequences = 0;
+      const auto now = std::chrono::steady_clock::now();
       for (slot& s : slots) {
         if (!s.busy) continue;
         if (s.req.cancelled && *s.req.cancelled) {
           finish(s, "cancelled");
+          continue;
+        }
+        if (now > s.req.deadline) {
+          finish(s, "timeout");
           continue;
         }
         ++sequences;

@@ -151,6 +151,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   int n_per_prompt = 1;
   int finished = 0;
   bool first_token_seen = false, failed = false;
+  error failure;
   clock_type::time_point started = clock_type::now();
 
   json prompt_logprobs = json::array();  // echo: the prompt tokens' entries
@@ -314,6 +315,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
     c.prompt_tokens = o.prompt_tokens;
     if (o.failure) {
       failed = true;
+      failure = *o.failure;
       c.finish_reason = "error";
       if (stream) {
         out->write("data: " + error_body(o.failure->message, "server_error") + "\n\n");
@@ -391,11 +393,10 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
       return;
     }
     if (failed) {
-      std::string why;
-      for (const auto& c : choices) {
-        if (c.finish_reason == "error") why = "generation failed";
-      }
-      return api->answer(endpoint, *out, 500, error_body(why, "server_error"));
+      // A request over request_timeout_s is 408 (clients may retry); anything else 500/503.
+      const int status = failure.code == errc::out_of_range ? 408 : failure.code == errc::unavailable ? 503 : 500;
+      return api->answer(endpoint, *out, status,
+                         error_body(failure.message.empty() ? "generation failed" : failure.message, "server_error"));
     }
     json body{{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created}, {"model", model},
               {"system_fingerprint", "spite-" + api->options_.version}, {"choices", json::array()}, {"usage", u}};

@@ -114,6 +114,10 @@ class session : public std::enable_shared_from_this<session> {
   bool close_after_ = false;
   bool closed_ = false;
   std::shared_ptr<responder_impl> responder_;
+
+ public:
+  // Waiting for a request with nothing received: the first to go when the bound is reached.
+  std::atomic<bool> idle{false};
 };
 
 struct server_state {
@@ -134,13 +138,27 @@ struct server_state {
   explicit server_state(const http_options& o, route_handler h)
       : options(o), handler(std::move(h)), workers(static_cast<std::size_t>(std::max(1, o.worker_threads))) {}
 
+  // Closes one connection that waits for a request with nothing received, so that a flood of idle
+  // connections cannot lock new clients out; false when every connection is busy.
+  bool evict_idle() {
+    std::lock_guard lock(sessions_mutex);
+    for (auto& w : sessions) {
+      auto s = w.lock();
+      if (s && s->idle.exchange(false)) {
+        s->close();
+        return true;
+      }
+    }
+    return false;
+  }
+
   void accept() {
     acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
       if (!ec) {
         if (!accepting) {
           socket.close();
-        } else if (open.load() >= options.max_connections) {
+        } else if (open.load() >= options.max_connections && !evict_idle()) {
           // Over the bound: a short answer rather than a silent hang.
           refused++;
           static const std::string body =
@@ -178,7 +196,9 @@ session::session(tcp::socket socket, server_state& server) : stream_(std::move(s
 void session::read_request() {
   if (buffer_.size() > 0) return read_header();
   stream_.expires_after(server_.options.idle_timeout);
+  idle = true;
   stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+    self->idle = false;
     if (ec) return self->on_request(ec);
     self->buffer_.commit(n);
     self->read_header();

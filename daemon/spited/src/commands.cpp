@@ -186,6 +186,7 @@ void service::run(const json& request, control::responder& out) {
   if (!tokens) return out.error(codes::bad_request, tokens.err().message);
   g.prompt.assign(tokens->begin(), tokens->end());
 
+  g.deadline = request_deadline();
   auto box = std::make_shared<outbox>();
   auto cancelled = g.cancelled;
   g.on_text = [box, cancelled](std::string_view text) {

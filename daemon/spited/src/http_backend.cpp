@@ -71,6 +71,7 @@ result<std::shared_ptr<server::generation>> http_backend::generate(const server:
   // Without a limit a request may use the rest of its context; the engine ends it there ("length").
   g.n_predict = input.max_tokens > 0 ? input.max_tokens : m.engine->n_ctx();
   g.sampling = input.sampling;
+  g.deadline = svc_.request_deadline();
   auto on_token = std::move(callbacks.on_token);
   g.on_text = [on_token](std::string_view text) { on_token({std::string(text), std::nullopt}); };
   g.top_logprobs = input.top_logprobs;
@@ -91,6 +92,9 @@ result<std::shared_ptr<server::generation>> http_backend::generate(const server:
     o.completion_tokens = r.generated;
     o.stop_reason = r.stop_reason;
     o.failure = r.failure;
+    if (r.stop_reason == "timeout") {
+      o.failure = make_error(errc::out_of_range, "the request ran past request_timeout_s and was stopped");
+    }
     if (svc->cancelling_all() && r.stop_reason == "cancelled") {
       o.failure = make_error(errc::unavailable, "spited stopped before the request finished");
     }

@@ -116,6 +116,7 @@ daemon::service_options service_options_from(const config::daemon_config& cfg, c
   options.n_ctx = static_cast<std::int32_t>(cfg.inference.n_ctx);
   options.max_tokens = static_cast<std::int32_t>(cfg.server.max_tokens);
   options.memory_limit = cfg.inference.memory_limit_mib << 20;
+  options.request_timeout = std::chrono::seconds(cfg.server.request_timeout_s);
   options.sampling.temperature = cfg.sampling.temperature;
   options.sampling.top_k = cfg.sampling.top_k;
   options.sampling.top_p = cfg.sampling.top_p;

@@ -86,6 +86,7 @@ struct service_options {
   std::int32_t n_ctx = 0;
   std::int32_t max_tokens = 4096;
   std::uint64_t memory_limit = 0;  // bytes for all models; 0: what is available when loading
+  std::chrono::seconds request_timeout{600};  // a request's whole life, queue included
   scheduler::sampling_params sampling;  // defaults for requests
 };
 
@@ -128,6 +129,10 @@ class service {
   // itself): it is parked here and dropped by the main loop.
   void retire(model_lease lease);
   bool cancelling_all() const { return cancel_all_; }
+  std::chrono::steady_clock::time_point request_deadline() {
+    std::lock_guard lock(mutex_);
+    return std::chrono::steady_clock::now() + options_.request_timeout;
+  }
   nlohmann::json models_json();
   nlohmann::json engine_stats_json();
   // The kernels `m` runs with now (its dispatcher changes with every kernel generation).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -22,7 +23,7 @@ namespace spite::scheduler {
 struct generation_result {
   std::string text;
   std::int32_t prompt_tokens = 0, generated = 0;
-  std::string stop_reason;  // "stop" (end of generation token), "length", "cancelled", "error"
+  std::string stop_reason;  // "stop" (end of generation token), "length", "cancelled", "timeout", "error"
   std::optional<error> failure;
 };
 
@@ -43,6 +44,8 @@ struct generation_request {
   std::function<void(const token_info&)> on_token;  // before the token's text; end-of-generation tokens excluded
   std::function<void(const generation_result&)> on_done;  // exactly once
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  // Past this the request ends with stop_reason "timeout" (what it generated is kept).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 struct engine_options {
