@@ -102,7 +102,7 @@ const json weather_tools = json::parse(R"([
 
 TEST_CASE("embeddings: strings and token arrays, float and base64, normalised and deterministic") {
   feature_daemon d;
-  http_client c(d.port);
+  http_client c(d.port, "127.0.0.1", 120s);  // generous: CI machines may be loaded
   const json a = post_ok(c, "/v1/embeddings", {{"model", "stories"}, {"input", {"Once upon a time", "The cat sat"}}});
   CHECK(a.at("object") == "list");
   REQUIRE(a.at("data").size() == 2);
@@ -133,7 +133,7 @@ TEST_CASE("embeddings: strings and token arrays, float and base64, normalised an
 
 TEST_CASE("response_format json_schema output validates against its schema, and unenforceable schemas get 400") {
   feature_daemon d;
-  http_client c(d.port);
+  http_client c(d.port, "127.0.0.1", 120s);  // generous: CI machines may be loaded
   const json schema = json::parse(R"({"type": "object", "properties": {
       "name": {"type": "string", "maxLength": 16}, "age": {"type": "integer", "minimum": 0, "maximum": 120},
       "pets": {"type": "array", "items": {"enum": ["cat", "dog"]}, "maxItems": 3}},
@@ -186,7 +186,7 @@ TEST_CASE("response_format json_schema output validates against its schema, and 
 
 TEST_CASE("tool_choice required and named force valid calls, streamed as tool_call deltas") {
   feature_daemon d;
-  http_client c(d.port);
+  http_client c(d.port, "127.0.0.1", 120s);  // generous: CI machines may be loaded
   const json messages = {{{"role", "user"}, {"content", "What is the weather in Paris?"}}};
   const json named = post_ok(c, "/v1/chat/completions",
                              {{"model", "stories"}, {"messages", messages}, {"tools", weather_tools}, {"max_tokens", 120},
@@ -240,7 +240,7 @@ TEST_CASE("tool_choice required and named force valid calls, streamed as tool_ca
 
 TEST_CASE("logprobs: generated tokens' and, with echo, the prompt's match the reference logits") {
   feature_daemon d;
-  http_client c(d.port);
+  http_client c(d.port, "127.0.0.1", 120s);  // generous: CI machines may be loaded
   const json golden = golden_run("Once upon a time");
   const auto& positions = golden.at("positions");
   const auto& tokens = golden.at("tokens");
