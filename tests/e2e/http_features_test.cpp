@@ -189,8 +189,8 @@ TEST_CASE("tool_choice required and named force valid calls, streamed as tool_ca
   http_client c(d.port, "127.0.0.1", 120s);  // generous: CI machines may be loaded
   const json messages = {{{"role", "user"}, {"content", "What is the weather in Paris?"}}};
   const json named = post_ok(c, "/v1/chat/completions",
-                             {{"model", "stories"}, {"messages", messages}, {"tools", weather_tools}, {"max_tokens", 120},
-                              {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
+                             {{"model", "stories"}, {"messages", messages}, {"tools", weather_tools}, {"max_tokens", 400},
+                              {"seed", 11}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
   const json& choice = named["choices"][0];
   INFO(choice.dump());
   CHECK(choice.at("finish_reason") == "tool_calls");
@@ -206,7 +206,7 @@ TEST_CASE("tool_choice required and named force valid calls, streamed as tool_ca
 
   // required, not parallel: exactly one call of one of the tools.
   const json required = post_ok(c, "/v1/chat/completions",
-                                {{"model", "stories"}, {"messages", messages}, {"tools", weather_tools}, {"max_tokens", 120},
+                                {{"model", "stories"}, {"messages", messages}, {"tools", weather_tools}, {"max_tokens", 400},
                                  {"tool_choice", "required"}, {"parallel_tool_calls", false}, {"seed", 5}});
   INFO(required.dump());
   CHECK(required["choices"][0]["finish_reason"] == "tool_calls");
@@ -214,8 +214,8 @@ TEST_CASE("tool_choice required and named force valid calls, streamed as tool_ca
 
   // Streaming: the call's head (id, type, name, empty arguments), then its arguments.
   auto s = c.stream_post("/v1/chat/completions",
-                         {{"model", "stories"}, {"messages", messages}, {"tools", weather_tools}, {"max_tokens", 120},
-                          {"stream", true}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
+                         {{"model", "stories"}, {"messages", messages}, {"tools", weather_tools}, {"max_tokens", 400},
+                          {"seed", 11}, {"stream", true}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
   REQUIRE(s.status() == 200);
   std::vector<json> deltas;
   std::string finish;
