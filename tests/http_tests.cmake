@@ -1,11 +1,16 @@
+# A Catch2 test that runs spited and spitectl as processes (their paths compiled in).
+function(spite_add_daemon_test target)
+  spite_add_catch_test(${target} ${ARGN})
+  target_compile_definitions(${target} PRIVATE
+    SPITED_PATH="$<TARGET_FILE:spited>"
+    SPITECTL_PATH="$<TARGET_FILE:spitectl>")
+  add_dependencies(${target} spited spitectl)
+endfunction()
+
 # spited's OpenAI HTTP API as a real process on loopback (test_http).
-spite_add_catch_test(test_http HAS_SLOW
+spite_add_daemon_test(test_http HAS_SLOW
   SOURCES e2e/http_api_test.cpp support/http_client.cpp
   DEPS nlohmann_json::nlohmann_json)
-target_compile_definitions(test_http PRIVATE
-  SPITED_PATH="$<TARGET_FILE:spited>"
-  SPITECTL_PATH="$<TARGET_FILE:spitectl>")
-add_dependencies(test_http spited spitectl)
 
 
 # The official openai SDK (Node 20, "openai": "^6") against a spited with an API key: models,
@@ -19,10 +24,12 @@ set_tests_properties(openai_node_client PROPERTIES
   ENVIRONMENT "SPITE_SHARED_DIR_DEFAULT=${SPITE_SHARED_DIR}")
 
 # Embeddings, structured output, forced tool calls and logprobs (against the golden logits).
-spite_add_catch_test(test_http_features
+spite_add_daemon_test(test_http_features
   SOURCES e2e/http_features_test.cpp support/http_client.cpp
   DEPS nlohmann_json::nlohmann_json)
-target_compile_definitions(test_http_features PRIVATE
-  SPITED_PATH="$<TARGET_FILE:spited>"
-  SPITECTL_PATH="$<TARGET_FILE:spitectl>")
-add_dependencies(test_http_features spited spitectl)
+
+# The API and `spitectl run` on a MoE (tiny-qwen3moe) and an MLA (tiny-deepseek2) model: golden
+# greedy completions, embeddings and streamed chat.
+spite_add_daemon_test(test_http_arch
+  SOURCES e2e/http_arch_test.cpp support/http_client.cpp
+  DEPS nlohmann_json::nlohmann_json)

@@ -9,9 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "daemon_support.hpp"
-#include "http_client.hpp"
-#include "process.hpp"
+#include "models_daemon.hpp"
 #include "shared_data.hpp"
 
 namespace fs = std::filesystem;
@@ -22,32 +20,9 @@ using namespace spite::test;
 namespace {
 
 // spited with stories260K as "stories", on a free port.
-struct feature_daemon {
-  temp_dir dir;
-  fs::path socket = dir.path() / "ctl.sock";
-  notify_socket notify{dir.path() / "notify"};
-  std::unique_ptr<background_process> process;
-  std::uint16_t port = 0;
-
-  feature_daemon() {
-    process = std::make_unique<background_process>(
-        std::vector<std::string>{SPITED_PATH, "--port", "0", "--threads", "1", "--socket", socket.string(), "--model",
-                                 "stories=" + fs::absolute(shared_path("models/stories260K.gguf")).string()},
-        (dir.path() / "log").string(), std::vector<std::string>{"NOTIFY_SOCKET=" + notify.path.string()});
-    REQUIRE(notify.wait_for("READY=1", 30s));
-    const auto r = run_process({SPITECTL_PATH, "status", "--socket", socket.string(), "--json"});
-    REQUIRE(r.exit_code == 0);
-    const std::string http = json::parse(r.out).at("http").get<std::string>();
-    port = static_cast<std::uint16_t>(std::stoi(http.substr(http.rfind(':') + 1)));
-  }
+struct feature_daemon : models_daemon {
+  feature_daemon() : models_daemon({"stories=" + fs::absolute(shared_path("models/stories260K.gguf")).string()}) {}
 };
-
-json post_ok(http_client& c, const std::string& path, const json& body) {
-  const auto r = c.post(path, body);
-  INFO(r.status << " " << r.body);
-  REQUIRE(r.status == 200);
-  return r.json();
-}
 
 std::vector<float> decode_base64_floats(const std::string& b64) {
   auto val = [](char ch) -> int {
