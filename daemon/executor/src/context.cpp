@@ -10,7 +10,7 @@ result<std::unique_ptr<context>> context::create(const models::model& m, const c
   std::unique_ptr<context> c(new context(m, options.n_threads));
   const kv_layout layout = kv_layout_for(m, options.n_ctx, options.n_seq_max);
   c->n_ctx_ = layout.n_ctx;
-  auto kv = make_kv_memory(options.kv_kind, layout);
+  auto kv = make_kv_memory(kv_kind_for(m, options), layout);
   if (!kv) return std::move(kv).err();
   c->kv_ = std::move(*kv);
   // The built-in table lives for the program; it is shared without ownership.

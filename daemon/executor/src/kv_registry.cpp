@@ -5,6 +5,7 @@ namespace spite::executor {
 std::span<const kv_kind> kv_kinds() {
   static constexpr kv_kind kinds[] = {
       {"contiguous_f16", make_contiguous_f16},
+      {"hybrid_f16", make_hybrid_f16},
   };
   return kinds;
 }

@@ -15,6 +15,8 @@ kv_layout kv_layout_for(const models::model& m, std::int32_t n_ctx, std::int32_t
     layout.k_width.push_back(hp.n_head_kv[static_cast<std::size_t>(l)] * hp.head_dim_k);
     layout.v_width.push_back(hp.n_head_kv[static_cast<std::size_t>(l)] * hp.head_dim_v);
   }
+  layout.state_width = hp.n_state;
+  layout.state_width.resize(static_cast<std::size_t>(hp.n_layer), 0);
   layout.n_ctx = n_ctx > 0 ? n_ctx : static_cast<std::int32_t>(std::min<std::int64_t>(hp.n_ctx_train, 4096));
   layout.n_seq_max = n_seq_max;
   return layout;
@@ -26,7 +28,7 @@ result<memory_estimate> estimate_memory(const gguf::file& file, const models::mo
   for (const auto& t : file.tensors()) e.weights += t.size;
   const kv_layout layout = kv_layout_for(m, options.n_ctx, options.n_seq_max);
   // The memory kind knows its own size; it allocates per sequence on first use, so asking is cheap.
-  auto kv = make_kv_memory(options.kv_kind, layout);
+  auto kv = make_kv_memory(kv_kind_for(m, options), layout);
   if (!kv) return std::move(kv).err();
   e.kv = (*kv)->bytes_when_full();
   // One step holds a few residual-sized rows per token, the widest feed-forward, the attention

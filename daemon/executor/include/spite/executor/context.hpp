@@ -39,7 +39,7 @@ struct context_options {
   std::int32_t n_ctx = 0;        // 0: the model's training context, at most 4096
   int n_threads = 0;             // 0: every hardware thread
   std::int32_t n_seq_max = 1;
-  std::string kv_kind = "contiguous_f16";
+  std::string kv_kind;           // empty: the kind the model asks for (hparams::memory_kind)
   std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in CPU kernels
 };
 

@@ -18,6 +18,7 @@ namespace spite::executor {
 struct kv_layout {
   std::int64_t n_layer = 0;
   std::vector<std::int64_t> k_width, v_width;  // per layer: n_head_kv * head_dim
+  std::vector<std::int64_t> state_width;        // per layer: recurrent state floats per sequence (0: none)
   std::int32_t n_ctx = 0;                       // positions per sequence
   std::int32_t n_seq_max = 1;
 };

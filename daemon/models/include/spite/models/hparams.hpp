@@ -38,6 +38,11 @@ struct hparams {
   float rope_freq_base_swa = 10000.0f;  // rope.freq_base_swa (default: rope.freq_base)
   std::int32_t n_swa = 0;               // attention.sliding_window (0: none)
   float yarn_log_mul = 0.0f;            // rope.scaling.yarn_log_multiplier
+  // Set by the architecture, not read from keys: the KV memory kind its forward pass needs (the
+  // executor's registry), and per layer the floats of recurrent state a sequence keeps there
+  // (empty or 0: none; such a layer may have no KV heads).
+  std::string memory_kind = "contiguous_f16";
+  std::vector<std::int64_t> n_state;
 };
 
 // Reads "<arch>.<key>" values with bounds.

@@ -41,6 +41,9 @@ class kv_access {
   virtual void store(int layer, std::int64_t index, const float* k, const float* v) = 0;
   // Everything sequence `seq` holds in `layer`, including what this step stored.
   virtual kv_view view(int layer, std::int32_t seq) const = 0;
+  // The recurrent state sequence `seq` keeps for `layer` (hparams::n_state floats, zero for a
+  // new sequence), updated in place by the forward pass; null when the memory keeps none.
+  virtual float* state(int /*layer*/, std::int32_t /*seq*/) { return nullptr; }
 };
 
 // A LoRA adapter's pair for one weight: y += scale * B (A x).
