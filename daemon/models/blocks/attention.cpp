@@ -81,9 +81,13 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
     mla_attention_block(ctx, l, c, layer, rope_freqs, in, out);
     return;
   }
+  if (l.delta_net) {
+    delta_net_block(ctx, *l.delta_net, c.rms_eps, layer, in, out);
+    return;
+  }
   const std::int64_t H = l.n_head, Hkv = l.n_head_kv, D = c.head_dim, Dv = c.head_dim_v;
   std::vector<float> q(static_cast<std::size_t>(n * H * D)), k(static_cast<std::size_t>(n * Hkv * D)),
-      v(static_cast<std::size_t>(n * Hkv * Dv));
+      v(static_cast<std::size_t>(n * Hkv * Dv)), gate;
   if (!l.qkv.empty()) {
     // Fused projection: each token's row is [q | k | v].
     const std::int64_t width = H * D + Hkv * D + Hkv * Dv;
@@ -95,6 +99,17 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
       std::copy(row + H * D, row + H * D + Hkv * D, k.data() + t * Hkv * D);
       std::copy(row + H * D + Hkv * D, row + width, v.data() + t * Hkv * Dv);
     }
+  } else if (l.q_gate) {
+    // Per head [q | gate]: q goes on, the gate waits for the attention's output.
+    std::vector<float> qg(static_cast<std::size_t>(n * H * 2 * D));
+    l.q.apply(ctx, in, n, qg.data());
+    gate.resize(static_cast<std::size_t>(n * H * D));
+    for (std::int64_t r = 0; r < n * H; ++r) {
+      std::copy_n(qg.data() + r * 2 * D, D, q.data() + r * D);
+      std::copy_n(qg.data() + r * 2 * D + D, D, gate.data() + r * D);
+    }
+    l.k.apply(ctx, in, n, k.data());
+    l.v.apply(ctx, in, n, v.data());
   } else {
     l.q.apply(ctx, in, n, q.data());
     l.k.apply(ctx, in, n, k.data());
@@ -114,6 +129,9 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
   }
   std::vector<float> attn(static_cast<std::size_t>(n * H * Dv));
   attend(ctx, l, c, layer, c.kq_scale, q.data(), k.data(), v.data(), D, Dv, attn.data());
+  if (l.q_gate) {
+    for (std::size_t i = 0; i < attn.size(); ++i) attn[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+  }
   l.o.apply(ctx, attn.data(), n, out);
 }
 

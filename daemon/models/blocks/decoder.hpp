@@ -25,6 +25,24 @@ struct mla_layer {
   std::int64_t kv_lora = 0, rope_dim = 0, nope_dim = 0, v_dim = 0;
 };
 
+// Gated DeltaNet (linear attention with a recurrent state, Qwen3.5): a short causal depthwise
+// convolution over [q | k | v], then per value head the gated delta rule on a state of Sk x Sv.
+// The memory keeps per sequence the conv inputs of the last K - 1 tokens, then the states.
+struct delta_net_layer {
+  linear qkv;                  // {E, conv_dim}, conv_dim = 2 Hk Sk + Hv Sv
+  linear z;                    // {E, Hv Sv} output gate (attn_gate)
+  linear beta, alpha;          // {E, Hv}
+  std::vector<float> conv;     // [K, conv_dim] (the kernel of channel c is conv[c K .. c K + K))
+  std::vector<float> dt_bias;  // [Hv]
+  std::vector<float> a;        // [Hv] -exp(A_log)
+  std::vector<float> norm;     // [Sv] gated RMS norm of each head's output
+  linear out;                  // {Hv Sv, E}
+  std::int64_t K = 0, Sk = 0, Sv = 0, Hk = 0, Hv = 0;
+
+  std::int64_t conv_dim() const noexcept { return 2 * Hk * Sk + Hv * Sv; }
+  std::int64_t state_floats() const noexcept { return (K - 1) * conv_dim() + Hv * Sk * Sv; }
+};
+
 struct attention_layer {
   std::vector<float> norm;           // [E]
   linear q, k, v;                    // {E, H*D}, {E, Hkv*D}, {E, Hkv*Dv}
@@ -38,6 +56,8 @@ struct attention_layer {
   dispatch::attention_mask mask;     // sliding window (0: full causal attention)
   bool temperature = false;          // scale q by decoder_config's position temperature
   std::shared_ptr<const mla_layer> mla;  // set: latent attention instead of q/k/v/qkv (o stays)
+  bool q_gate = false;               // q is {E, 2 H D}, per head [q | gate]: out *= sigmoid(gate) before o
+  std::shared_ptr<const delta_net_layer> delta_net;  // set: this layer's mixer is gated DeltaNet
 };
 
 struct ffn_layer {
@@ -117,6 +137,8 @@ void apply_temperature(forward_context& ctx, const decoder_config& c, float* q, 
 // queries q [D, H, n] of each sequence over what it holds: out [Dv, H, n].
 void attend(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer, float scale, const float* q,
             const float* k, const float* v, std::int64_t D, std::int64_t Dv, float* out);
+// Gated DeltaNet mixer of `layer` (state in ctx.kv.state(layer, seq)): out [E, n].
+void delta_net_block(forward_context& ctx, const delta_net_layer& l, float eps, int layer, const float* in, float* out);
 void ffn_block(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, float* out);
 
 }  // namespace spite::models

@@ -27,6 +27,48 @@ std::shared_ptr<const mla_layer> bind_mla(binder& b, int il, std::int64_t E, std
 
 }  // namespace
 
+ffn_layer bind_ffn(binder& b, const gguf::file& file, const hparams& hp, int il, const bind_options& o) {
+  const std::int64_t E = hp.n_embd;
+  ffn_layer f;
+  f.norm = b.vec(layer_tensor(il, (std::string(o.ffn_norm) + ".weight").c_str()), E);
+  if (o.sandwich_norms) f.post_norm = b.vec(layer_tensor(il, "post_ffw_norm.weight"), E);
+  if (hp.n_expert > 0 && (!o.moe_layer || o.moe_layer(il))) {
+    const std::int64_t X = hp.n_expert, Fe = hp.n_ff_exp > 0 ? hp.n_ff_exp : hp.n_ff[static_cast<std::size_t>(il)];
+    f.router = b.matrix(layer_tensor(il, "ffn_gate_inp"), E, X);
+    if (file.find_tensor(layer_tensor(il, "ffn_gate_up_exps.weight")) != nullptr) {
+      f.up_exps = b.tensor(layer_tensor(il, "ffn_gate_up_exps.weight"), {E, 2 * Fe, X});
+    } else {
+      f.gate_exps = b.tensor(layer_tensor(il, "ffn_gate_exps.weight"), {E, Fe, X});
+      f.up_exps = b.tensor(layer_tensor(il, "ffn_up_exps.weight"), {E, Fe, X});
+    }
+    f.down_exps = b.tensor(layer_tensor(il, "ffn_down_exps.weight"), {Fe, E, X});
+    f.select_bias = b.vec(layer_tensor(il, "exp_probs_b.bias"), X, true);
+    f.gate_exps_b = b.values(layer_tensor(il, "ffn_gate_exps.bias"), {Fe, X}, true);
+    f.up_exps_b = b.values(layer_tensor(il, "ffn_up_exps.bias"), {Fe, X}, true);
+    f.down_exps_b = b.values(layer_tensor(il, "ffn_down_exps.bias"), {E, X}, true);
+    if (o.shared_expert) {
+      const std::int64_t Fs = hp.n_ff_shexp > 0 ? hp.n_ff_shexp : Fe;
+      f.shared_gate = b.matrix(layer_tensor(il, "ffn_gate_shexp"), E, Fs);
+      f.shared_up = b.matrix(layer_tensor(il, "ffn_up_shexp"), E, Fs);
+      f.shared_down = b.matrix(layer_tensor(il, "ffn_down_shexp"), Fs, E);
+      if (const gguf::tensor_info* g = b.tensor(layer_tensor(il, "ffn_gate_inp_shexp.weight"), {E}, true)) {
+        f.shared_router.w = dispatch::weight_of(*g);  // a vector: one output per token
+        f.shared_router.w.out = 1;
+      }
+    }
+  } else {
+    const std::int64_t F = hp.n_ff[static_cast<std::size_t>(il)];
+    if (o.fused_gate_up) {
+      f.up = b.matrix(layer_tensor(il, "ffn_up"), E, 2 * F);
+    } else {
+      f.gate = b.matrix(layer_tensor(il, "ffn_gate"), E, F);
+      f.up = b.matrix(layer_tensor(il, "ffn_up"), E, F);
+    }
+    f.down = b.matrix(layer_tensor(il, "ffn_down"), F, E);
+  }
+  return f;
+}
+
 result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& file, hparams hp, const bind_options& o) {
   auto m = std::make_unique<decoder_model>();
   binder b(file, hp.arch);
@@ -41,15 +83,17 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
   w.attn.resize(static_cast<std::size_t>(hp.n_layer));
   w.ffn.resize(static_cast<std::size_t>(hp.n_layer));
   for (int il = 0; il < hp.n_layer; ++il) {
+    attention_layer& a = w.attn[static_cast<std::size_t>(il)];
+    a.norm = b.vec(layer_tensor(il, "attn_norm.weight"), E);
+    w.ffn[static_cast<std::size_t>(il)] = bind_ffn(b, file, hp, il, o);
+    if (o.recurrent_layer && o.recurrent_layer(il)) continue;  // the architecture binds its mixer
     const std::int64_t H = hp.n_head[static_cast<std::size_t>(il)], Hkv = hp.n_head_kv[static_cast<std::size_t>(il)];
     if (H <= 0 || Hkv <= 0 || H % Hkv != 0) {
       return make_error(errc::malformed, hp.arch + " model: layer " + std::to_string(il) + " has " + std::to_string(H) +
                                              " heads and " + std::to_string(Hkv) + " KV heads");
     }
-    attention_layer& a = w.attn[static_cast<std::size_t>(il)];
     a.n_head = H;
     a.n_head_kv = Hkv;
-    a.norm = b.vec(layer_tensor(il, "attn_norm.weight"), E);
     const bool fused = o.fused_qkv_allowed && file.find_tensor(layer_tensor(il, "attn_qkv.weight")) != nullptr;
     if (o.mla != nullptr) {
       a.mla = bind_mla(b, il, E, H, *o.mla);
@@ -57,7 +101,8 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
     } else if (fused) {
       a.qkv = b.matrix(layer_tensor(il, "attn_qkv"), E, H * D + Hkv * D + Hkv * Dv);
     } else {
-      a.q = b.matrix(layer_tensor(il, "attn_q"), E, H * D);
+      a.q_gate = o.q_gate;
+      a.q = b.matrix(layer_tensor(il, "attn_q"), E, (o.q_gate ? 2 : 1) * H * D);
       a.k = b.matrix(layer_tensor(il, "attn_k"), E, Hkv * D);
       a.v = b.matrix(layer_tensor(il, "attn_v"), E, Hkv * Dv);
     }
@@ -70,43 +115,6 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
       a.k_norm = b.vec(layer_tensor(il, "attn_k_norm.weight"), D);
     }
 
-    ffn_layer& f = w.ffn[static_cast<std::size_t>(il)];
-    f.norm = b.vec(layer_tensor(il, (std::string(o.ffn_norm) + ".weight").c_str()), E);
-    if (o.sandwich_norms) f.post_norm = b.vec(layer_tensor(il, "post_ffw_norm.weight"), E);
-    if (hp.n_expert > 0 && (!o.moe_layer || o.moe_layer(il))) {
-      const std::int64_t X = hp.n_expert, Fe = hp.n_ff_exp > 0 ? hp.n_ff_exp : hp.n_ff[static_cast<std::size_t>(il)];
-      f.router = b.matrix(layer_tensor(il, "ffn_gate_inp"), E, X);
-      if (file.find_tensor(layer_tensor(il, "ffn_gate_up_exps.weight")) != nullptr) {
-        f.up_exps = b.tensor(layer_tensor(il, "ffn_gate_up_exps.weight"), {E, 2 * Fe, X});
-      } else {
-        f.gate_exps = b.tensor(layer_tensor(il, "ffn_gate_exps.weight"), {E, Fe, X});
-        f.up_exps = b.tensor(layer_tensor(il, "ffn_up_exps.weight"), {E, Fe, X});
-      }
-      f.down_exps = b.tensor(layer_tensor(il, "ffn_down_exps.weight"), {Fe, E, X});
-      f.select_bias = b.vec(layer_tensor(il, "exp_probs_b.bias"), X, true);
-      f.gate_exps_b = b.values(layer_tensor(il, "ffn_gate_exps.bias"), {Fe, X}, true);
-      f.up_exps_b = b.values(layer_tensor(il, "ffn_up_exps.bias"), {Fe, X}, true);
-      f.down_exps_b = b.values(layer_tensor(il, "ffn_down_exps.bias"), {E, X}, true);
-      if (o.shared_expert) {
-        const std::int64_t Fs = hp.n_ff_shexp > 0 ? hp.n_ff_shexp : Fe;
-        f.shared_gate = b.matrix(layer_tensor(il, "ffn_gate_shexp"), E, Fs);
-        f.shared_up = b.matrix(layer_tensor(il, "ffn_up_shexp"), E, Fs);
-        f.shared_down = b.matrix(layer_tensor(il, "ffn_down_shexp"), Fs, E);
-        if (const gguf::tensor_info* g = b.tensor(layer_tensor(il, "ffn_gate_inp_shexp.weight"), {E}, true)) {
-          f.shared_router.w = dispatch::weight_of(*g);  // a vector: one output per token
-          f.shared_router.w.out = 1;
-        }
-      }
-    } else {
-      const std::int64_t F = hp.n_ff[static_cast<std::size_t>(il)];
-      if (o.fused_gate_up) {
-        f.up = b.matrix(layer_tensor(il, "ffn_up"), E, 2 * F);
-      } else {
-        f.gate = b.matrix(layer_tensor(il, "ffn_gate"), E, F);
-        f.up = b.matrix(layer_tensor(il, "ffn_up"), E, F);
-      }
-      f.down = b.matrix(layer_tensor(il, "ffn_down"), F, E);
-    }
   }
   SPITE_TRY(b.status());
 

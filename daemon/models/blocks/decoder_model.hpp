@@ -28,7 +28,14 @@ struct bind_options {
   const mla_dims* mla = nullptr;     // latent attention instead of attn_q/k/v
   // Which layers have experts when the model has some (null: every layer).
   std::function<bool(int layer)> moe_layer;
+  bool q_gate = false;               // attn_q {E, 2 H D}: per head [q | output gate] (attention_layer::q_gate)
+  // Layers whose mixer is not attention (null: none): bind() leaves all but their attn_norm to
+  // the architecture, which sets attention_layer::delta_net.
+  std::function<bool(int layer)> recurrent_layer;
 };
+
+// The FFN of layer il (dense or experts, as the options say).
+ffn_layer bind_ffn(binder& b, const gguf::file& file, const hparams& hp, int il, const bind_options& options);
 
 class decoder_model : public model {
  public:

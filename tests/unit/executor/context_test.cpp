@@ -113,3 +113,42 @@ TEST_CASE("an unknown KV memory kind is refused and names the known ones", "[exe
   REQUIRE_FALSE(ctx.ok());
   CHECK_THAT(ctx.err().message, Catch::Contains("contiguous_f16"));
 }
+
+// A hybrid model (gated DeltaNet layers + attention): the model asks for the hybrid memory,
+// whose recurrent state cannot be rewound.
+TEST_CASE("a recurrent model runs on the hybrid memory, which refuses to rewind its state", "[executor]") {
+  auto f = spite::gguf::file::open(spite::test::shared_path("models/tiny/tiny-qwen35.f32.gguf").string());
+  REQUIRE(f.ok());
+  auto m = spite::models::load_model(*f);
+  REQUIRE(m.ok());
+  auto ctx = context::create(**m, {.n_ctx = 64, .n_threads = 1, .n_seq_max = 2});
+  REQUIRE(ctx.ok());
+  CHECK((*ctx)->memory().kind() == "hybrid_f16");
+  const std::vector<std::int32_t> a = {10, 200, 33, 400, 5}, b = {7, 8, 900};
+  const auto first = last_logits(**ctx, a, 0);
+  CHECK(last_logits(**ctx, b, 1) != first);
+
+  // Cutting the end off would leave a state that still remembers it.
+  auto cut = (*ctx)->memory().seq_rm(0, 3, -1);
+  REQUIRE_FALSE(cut.ok());
+  CHECK_THAT(cut.err().message, Catch::Contains("recurrent state"));
+  CHECK((*ctx)->memory().seq_pos_max(0) == 4);
+  CHECK_FALSE((*ctx)->memory().seq_cp(0, 1, 0, 3).ok());
+  CHECK((*ctx)->memory().seq_rm(0, 5, -1).ok());  // nothing held there
+
+  // The whole sequence goes, and the state with it: the same prompt gives the same logits.
+  REQUIRE((*ctx)->memory().seq_rm(0, -1, -1).ok());
+  CHECK((*ctx)->memory().seq_pos_max(0) == -1);
+  CHECK(last_logits(**ctx, a, 0) == first);
+
+  // A whole sequence copied (state included) continues like the original.
+  REQUIRE((*ctx)->memory().seq_cp(0, 1, 0, -1).ok());
+  CHECK(last_logits(**ctx, {11}, 1, 5) == last_logits(**ctx, {11}, 0, 5));
+
+  // Token by token gives the logits of the whole batch.
+  REQUIRE((*ctx)->memory().seq_rm(1, -1, -1).ok());
+  std::vector<float> stepped;
+  for (std::size_t i = 0; i < a.size(); ++i) stepped = last_logits(**ctx, {a[i]}, 1, static_cast<std::int32_t>(i));
+  REQUIRE(stepped.size() == first.size());
+  for (std::size_t i = 0; i < first.size(); ++i) CHECK(stepped[i] == Approx(first[i]).margin(1e-4));
+}
