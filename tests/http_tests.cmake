@@ -14,8 +14,9 @@ spite_add_daemon_test(test_http HAS_SLOW
 
 
 # The official openai SDK (Node 20, "openai": "^6") against a spited with an API key: models,
-# chat (plain, streamed with usage, the SDK's stream helper), completions and the SDK's error
-# classes. run.sh installs the SDK once into ~/.cache/spite/openai-node, never into the tree, and
+# chat (plain, streamed with usage, the SDK's stream helper), completions, embeddings (base64 and
+# float), a forced tool call (plain and streamed), json_schema output, logprobs and the SDK's
+# error classes. run.sh installs the SDK once into ~/.cache/spite/openai-node, never into the tree, and
 # exits 77 (skipped) when npm cannot reach its registry.
 add_test(NAME openai_node_client
          COMMAND "${CMAKE_CURRENT_LIST_DIR}/openai_client/run.sh" "$<TARGET_FILE:spited>" "$<TARGET_FILE:spitectl>")
