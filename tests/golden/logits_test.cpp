@@ -156,7 +156,8 @@ TEST_CASE("every supported architecture reproduces the reference logits and gree
   const std::map<std::string, std::size_t> required = {
       {"llama", 40},     {"qwen2", 3},  {"qwen2moe", 1}, {"phi3", 3},    {"qwen3", 2},     {"qwen3moe", 2},
       {"gemma2", 2},     {"gemma3", 2}, {"glm4", 2},     {"mistral3", 2}, {"llama4", 2},   {"gpt-oss", 2},
-      {"deepseek2", 2},  {"mistral4", 2}, {"qwen35", 2},  {"qwen35moe", 2}};
+      {"deepseek2", 2},  {"mistral4", 2}, {"qwen35", 2},  {"qwen35moe", 2},
+      {"gemma4", 2}};
   std::set<std::string> families;
   for (const spite::models::arch_entry* e : spite::models::architectures()) families.emplace(e->name);
   std::map<std::string, std::size_t> checked;

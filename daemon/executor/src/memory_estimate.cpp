@@ -12,8 +12,11 @@ kv_layout kv_layout_for(const models::model& m, std::int32_t n_ctx, std::int32_t
   kv_layout layout;
   layout.n_layer = hp.n_layer;
   for (std::int64_t l = 0; l < hp.n_layer; ++l) {
-    layout.k_width.push_back(hp.n_head_kv[static_cast<std::size_t>(l)] * hp.head_dim_k);
-    layout.v_width.push_back(hp.n_head_kv[static_cast<std::size_t>(l)] * hp.head_dim_v);
+    const auto i = static_cast<std::size_t>(l);
+    const std::int64_t dk = i < hp.head_dim_k_layer.size() ? hp.head_dim_k_layer[i] : hp.head_dim_k;
+    const std::int64_t dv = i < hp.head_dim_v_layer.size() ? hp.head_dim_v_layer[i] : hp.head_dim_v;
+    layout.k_width.push_back(hp.n_head_kv[i] * dk);
+    layout.v_width.push_back(hp.n_head_kv[i] * dv);
   }
   layout.state_width = hp.n_state;
   layout.state_width.resize(static_cast<std::size_t>(hp.n_layer), 0);

@@ -34,7 +34,11 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
             const float* k, const float* v, std::int64_t D, std::int64_t Dv, float* out) {
   const std::int64_t n = static_cast<std::int64_t>(ctx.batch.tokens.size());
   const std::int64_t H = l.n_head, Hkv = l.n_head_kv;
-  for (std::int64_t t = 0; t < n; ++t) ctx.kv.store(layer, t, k + t * Hkv * D, v + t * Hkv * Dv);
+  if (l.kv_layer >= 0) {
+    layer = l.kv_layer;  // attends over another layer's keys and values, stores none
+  } else {
+    for (std::int64_t t = 0; t < n; ++t) ctx.kv.store(layer, t, k + t * Hkv * D, v + t * Hkv * Dv);
+  }
 
   // One attention call per sequence in the batch.
   std::map<std::int32_t, std::vector<std::int64_t>> by_seq;
@@ -85,7 +89,10 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
     delta_net_block(ctx, *l.delta_net, c.rms_eps, layer, in, out);
     return;
   }
-  const std::int64_t H = l.n_head, Hkv = l.n_head_kv, D = c.head_dim, Dv = c.head_dim_v;
+  const std::int64_t H = l.n_head, Hkv = l.n_head_kv, D = l.head_dim > 0 ? l.head_dim : c.head_dim,
+                     Dv = l.head_dim_v > 0 ? l.head_dim_v : c.head_dim_v;
+  if (!l.rope_freqs) rope_freqs = nullptr;
+  const bool own_kv = l.kv_layer < 0;
   std::vector<float> q(static_cast<std::size_t>(n * H * D)), k(static_cast<std::size_t>(n * Hkv * D)),
       v(static_cast<std::size_t>(n * Hkv * Dv)), gate;
   if (!l.qkv.empty()) {
@@ -112,14 +119,21 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
     l.v.apply(ctx, in, n, v.data());
   } else {
     l.q.apply(ctx, in, n, q.data());
-    l.k.apply(ctx, in, n, k.data());
-    l.v.apply(ctx, in, n, v.data());
+    if (own_kv) {
+      l.k.apply(ctx, in, n, k.data());
+      if (l.v.empty()) {
+        v = k;  // no attn_v: the values are the keys' projection
+      } else {
+        l.v.apply(ctx, in, n, v.data());
+      }
+    }
   }
+  if (l.v_norm && own_kv) ctx.ops.rms_norm(v.data(), nullptr, v.data(), Dv, n * Hkv, c.rms_eps);
   if (!l.q_norm.empty()) ctx.ops.rms_norm(q.data(), l.q_norm.data(), q.data(), D, n * H, c.rms_eps);
-  if (!l.k_norm.empty()) ctx.ops.rms_norm(k.data(), l.k_norm.data(), k.data(), D, n * Hkv, c.rms_eps);
+  if (!l.k_norm.empty() && own_kv) ctx.ops.rms_norm(k.data(), l.k_norm.data(), k.data(), D, n * Hkv, c.rms_eps);
 
-  if (apply_rope(ctx, l.rope, rope_freqs, q.data(), n, H, D) && apply_rope(ctx, l.rope, rope_freqs, k.data(), n, Hkv, D) &&
-      c.qk_rms_after_rope) {
+  if (apply_rope(ctx, l.rope, rope_freqs, q.data(), n, H, D) &&
+      (!own_kv || apply_rope(ctx, l.rope, rope_freqs, k.data(), n, Hkv, D)) && c.qk_rms_after_rope) {
     ctx.ops.rms_norm(q.data(), nullptr, q.data(), D, n * H, c.rms_eps);
     ctx.ops.rms_norm(k.data(), nullptr, k.data(), D, n * Hkv, c.rms_eps);
   }

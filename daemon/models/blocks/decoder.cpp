@@ -21,17 +21,39 @@ void add_residual(forward_context& ctx, std::vector<float>& x, std::vector<float
 
 }  // namespace
 
+void embed_tokens(forward_context& ctx, const decoder_weights& w, const decoder_config& c, std::int64_t E, float* x) {
+  const auto n = static_cast<std::int64_t>(ctx.batch.tokens.size());
+  // Rows of token_embd, dequantized exactly.
+  const dispatch::weight embd = dispatch::weight_of(*w.token_embd);
+  const gguf::type_traits& tr = gguf::traits(embd.type);
+  for (std::int64_t t = 0; t < n; ++t) tr.to_float(embd.row(ctx.batch.tokens[static_cast<std::size_t>(t)]), x + t * E, E);
+  if (c.embed_scale > 0.0f) {
+    for (std::int64_t i = 0; i < E * n; ++i) x[i] *= c.embed_scale;
+  }
+}
+
+void output_head(forward_context& ctx, const decoder_weights& w, const decoder_config& c, std::int64_t E, const float* x) {
+  const auto n = static_cast<std::int64_t>(ctx.batch.tokens.size());
+  // Embeddings: the final-normed state of every token, for pooling by the caller.
+  if (ctx.hidden != nullptr) ctx.ops.rms_norm(x, w.output_norm.data(), ctx.hidden, E, n, c.rms_eps);
+  // Output head, only for the rows whose logits were asked for.
+  const auto m = static_cast<std::int64_t>(ctx.batch.outputs.size());
+  if (m == 0) return;
+  std::vector<float> h(static_cast<std::size_t>(E * m));
+  for (std::int64_t i = 0; i < m; ++i) {
+    const std::int64_t t = ctx.batch.outputs[static_cast<std::size_t>(i)];
+    std::copy(x + t * E, x + (t + 1) * E, h.data() + i * E);
+  }
+  ctx.ops.rms_norm(h.data(), w.output_norm.data(), h.data(), E, m, c.rms_eps);
+  w.output.apply(ctx, h.data(), m, ctx.logits);
+  if (c.final_softcap > 0.0f) softcap(ctx.logits, m * w.output.w.out, c.final_softcap);
+}
+
 result<void> decoder_forward(forward_context& ctx, const decoder_weights& w, const decoder_config& c, const hparams& hp) {
   const std::int64_t E = hp.n_embd;
   const auto n = static_cast<std::int64_t>(ctx.batch.tokens.size());
-  // x [E, n]: token embeddings (rows of token_embd, dequantized exactly).
   std::vector<float> x(static_cast<std::size_t>(E * n)), cur(x.size()), delta(x.size());
-  const dispatch::weight embd = dispatch::weight_of(*w.token_embd);
-  const gguf::type_traits& tr = gguf::traits(embd.type);
-  for (std::int64_t t = 0; t < n; ++t) tr.to_float(embd.row(ctx.batch.tokens[static_cast<std::size_t>(t)]), x.data() + t * E, E);
-  if (c.embed_scale > 0.0f) {
-    for (float& v : x) v *= c.embed_scale;
-  }
+  embed_tokens(ctx, w, c, E, x.data());
 
   const float* freqs = w.rope_freqs.empty() ? nullptr : w.rope_freqs.data();
   for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
@@ -46,19 +68,7 @@ result<void> decoder_forward(forward_context& ctx, const decoder_weights& w, con
     add_residual(ctx, x, delta, f.post_norm, E, c.rms_eps);
   }
 
-  // Embeddings: the final-normed state of every token, for pooling by the caller.
-  if (ctx.hidden != nullptr) ctx.ops.rms_norm(x.data(), w.output_norm.data(), ctx.hidden, E, n, c.rms_eps);
-  // Output head, only for the rows whose logits were asked for.
-  const auto m = static_cast<std::int64_t>(ctx.batch.outputs.size());
-  if (m == 0) return ok();
-  std::vector<float> h(static_cast<std::size_t>(E * m));
-  for (std::int64_t i = 0; i < m; ++i) {
-    const std::int64_t t = ctx.batch.outputs[static_cast<std::size_t>(i)];
-    std::copy(x.data() + t * E, x.data() + (t + 1) * E, h.data() + i * E);
-  }
-  ctx.ops.rms_norm(h.data(), w.output_norm.data(), h.data(), E, m, c.rms_eps);
-  w.output.apply(ctx, h.data(), m, ctx.logits);
-  if (c.final_softcap > 0.0f) softcap(ctx.logits, m * w.output.w.out, c.final_softcap);
+  output_head(ctx, w, c, E, x.data());
   return ok();
 }
 

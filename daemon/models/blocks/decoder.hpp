@@ -57,6 +57,10 @@ struct attention_layer {
   bool temperature = false;          // scale q by decoder_config's position temperature
   std::shared_ptr<const mla_layer> mla;  // set: latent attention instead of q/k/v/qkv (o stays)
   bool q_gate = false;               // q is {E, 2 H D}, per head [q | gate]: out *= sigmoid(gate) before o
+  std::int64_t head_dim = 0, head_dim_v = 0;  // this layer's head widths (0: decoder_config's)
+  bool rope_freqs = true;            // the model's rope_freqs apply to this layer
+  bool v_norm = false;               // unweighted per-head RMS norm of v (v is k's projection when v is empty)
+  int kv_layer = -1;                 // >= 0: no k / v of its own, attends over that layer's KV memory
   std::shared_ptr<const delta_net_layer> delta_net;  // set: this layer's mixer is gated DeltaNet
 };
 
@@ -73,6 +77,7 @@ struct ffn_layer {
   std::vector<float> gate_exps_b, up_exps_b, down_exps_b;  // [Fe * X], [Fe * X], [E * X] (optional)
   linear shared_gate, shared_up, shared_down;      // shared expert (optional)
   linear shared_router;                            // {E, 1}: per-token gate of the shared expert
+  std::vector<float> down_exps_scale;              // [X] multiplies each expert's output (optional)
 
   bool is_moe() const noexcept { return !router.empty(); }
 };
@@ -139,6 +144,13 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
             const float* k, const float* v, std::int64_t D, std::int64_t Dv, float* out);
 // Gated DeltaNet mixer of `layer` (state in ctx.kv.state(layer, seq)): out [E, n].
 void delta_net_block(forward_context& ctx, const delta_net_layer& l, float eps, int layer, const float* in, float* out);
-void ffn_block(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, float* out);
+// `router_in`: what the router sees when it is not `in` (gemma4).
+void ffn_block(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, float* out,
+               const float* router_in = nullptr);
+// Token embeddings of the batch, times decoder_config::embed_scale: x [E, n].
+void embed_tokens(forward_context& ctx, const decoder_weights& w, const decoder_config& c, std::int64_t E, float* x);
+// The final norm and the output head (logits of the wanted rows, soft-capped), and the
+// final-normed states when ctx.hidden asks for them; x [E, n].
+void output_head(forward_context& ctx, const decoder_weights& w, const decoder_config& c, std::int64_t E, const float* x);
 
 }  // namespace spite::models

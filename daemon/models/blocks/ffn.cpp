@@ -133,10 +133,11 @@ const float* bias_of(const std::vector<float>& b, std::int64_t e, std::int64_t w
   return b.empty() ? nullptr : b.data() + e * width;
 }
 
-void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, std::int64_t n, float* out) {
+void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, const float* router_in,
+         std::int64_t n, float* out) {
   const std::int64_t E = l.router.w.in, X = l.router.w.out;
   std::vector<float> logits(static_cast<std::size_t>(X * n));
-  l.router.apply(ctx, in, n, logits.data());
+  l.router.apply(ctx, router_in, n, logits.data());
   const auto routes = route(c, l, logits.data(), X, n);
 
   std::fill(out, out + E * n, 0.0f);
@@ -170,6 +171,10 @@ void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, cons
     for (std::int64_t i = 0; i < m; ++i) {
       float* o = out + rows[static_cast<std::size_t>(i)] * E;
       const float w = c.moe_weight_before ? 1.0f : weights[static_cast<std::size_t>(i)];
+      if (!l.down_exps_scale.empty()) {
+        const float s = l.down_exps_scale[static_cast<std::size_t>(e)];
+        for (std::int64_t j = 0; j < E; ++j) y[static_cast<std::size_t>(i * E + j)] *= s;
+      }
       for (std::int64_t j = 0; j < E; ++j) o[j] += y[static_cast<std::size_t>(i * E + j)] * w;
     }
   }
@@ -191,9 +196,10 @@ void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, cons
 
 }  // namespace
 
-void ffn_block(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, float* out) {
+void ffn_block(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, float* out,
+               const float* router_in) {
   const auto n = static_cast<std::int64_t>(ctx.batch.tokens.size());
-  if (l.is_moe()) moe(ctx, l, c, in, n, out);
+  if (l.is_moe()) moe(ctx, l, c, in, router_in != nullptr ? router_in : in, n, out);
   else dense(ctx, c, l.gate, l.up, l.down, in, n, out);
 }
 

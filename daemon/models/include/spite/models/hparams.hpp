@@ -43,6 +43,8 @@ struct hparams {
   // (empty or 0: none; such a layer may have no KV heads).
   std::string memory_kind = "contiguous_f16";
   std::vector<std::int64_t> n_state;
+  // Per-layer key / value head widths where layers differ (empty: head_dim_k / head_dim_v).
+  std::vector<std::int64_t> head_dim_k_layer, head_dim_v_layer;
 };
 
 // Reads "<arch>.<key>" values with bounds.
