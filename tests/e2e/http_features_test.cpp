@@ -252,3 +252,29 @@ TEST_CASE("logprobs: generated tokens' and, with echo, the prompt's match the re
   CHECK(bad.status == 400);
   CHECK(bad.json().at("error").at("param") == "top_logprobs");
 }
+
+TEST_CASE("CORS: listed origins are named back, and a preflight allows the headers the browser asks for") {
+  const std::string model = "stories=" + fs::absolute(shared_path("models/stories260K.gguf")).string();
+  models_daemon d({model}, "cors_origins = [\"http://app.example\"]\napi_keys = [\"k\"]");
+  http_client c(d.port);
+  // The official JS SDK in a browser sends X-Stainless-* headers: the preflight must allow them.
+  const auto pre = c.request("OPTIONS", "/v1/chat/completions",
+                             {{"Origin", "http://app.example"}, {"Access-Control-Request-Method", "POST"},
+                              {"Access-Control-Request-Headers", "authorization,content-type,x-stainless-lang"}});
+  CHECK(pre.status == 204);  // no API key needed
+  CHECK(pre.header("access-control-allow-origin") == "http://app.example");
+  CHECK_THAT(pre.header("access-control-allow-methods"), Catch::Contains("POST"));
+  CHECK_THAT(pre.header("access-control-allow-headers"), Catch::Contains("x-stainless-lang"));
+  const http_headers key{{"Authorization", "Bearer k"}};
+  http_headers from_app = key;
+  from_app.emplace_back("Origin", "http://app.example");
+  const auto listed = c.get("/v1/models", from_app);
+  CHECK(listed.status == 200);
+  CHECK(listed.header("access-control-allow-origin") == "http://app.example");
+  CHECK_THAT(listed.header("vary"), Catch::Contains("Origin"));
+  http_headers from_other = key;
+  from_other.emplace_back("Origin", "http://evil.example");
+  const auto other = c.get("/v1/models", from_other);
+  CHECK(other.status == 200);  // answered, but the browser may not show it to the page
+  CHECK(other.header("access-control-allow-origin").empty());
+}

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,9 +24,14 @@ struct models_daemon {
   std::unique_ptr<background_process> process;
   std::uint16_t port = 0;
 
-  // models: "NAME=FILE" each.
-  explicit models_daemon(const std::vector<std::string>& models) {
+  // models: "NAME=FILE" each; server: lines of a [server] section, if any.
+  explicit models_daemon(const std::vector<std::string>& models, const std::string& server = "") {
     std::vector<std::string> args{SPITED_PATH, "--port", "0", "--threads", "1", "--socket", socket.string()};
+    if (!server.empty()) {
+      std::ofstream(dir.path() / "spite.toml") << "[server]\n" << server << "\n";
+      args.push_back("--config");
+      args.push_back((dir.path() / "spite.toml").string());
+    }
     for (const auto& m : models) {
       args.push_back("--model");
       args.push_back(m);

@@ -39,9 +39,13 @@ void openai_api::answer(const std::string& endpoint, http_responder& out, int st
 
 void openai_api::handle(const http_request& r, std::shared_ptr<http_responder> out) {
   const std::string& path = r.path;
-  if (r.method == "OPTIONS") {  // CORS preflight: the headers come from the server options
+  if (r.method == "OPTIONS") {  // CORS preflight: the allowed origin comes from the server options
+    // The headers a browser asks for are allowed (the official JS SDK sends X-Stainless-* ones);
+    // the origin is what the configuration restricts.
+    const std::string asked = r.header("access-control-request-headers");
     return out->respond(204, "", "", {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
-                                      {"Access-Control-Allow-Headers", "Authorization, Content-Type"}});
+                                      {"Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked},
+                                      {"Access-Control-Max-Age", "600"}});
   }
   if (path == "/health") return answer("/health", *out, 200, R"({"status":"ok"})");
   if (path == "/health/ready") {
