@@ -4,9 +4,10 @@
 // temperature 0 through /v1/completions and through `spitectl run --local`, and a streamed chat
 // completion on each gives the same text as the plain one.
 //
-// The golden prompts hold no special tokens, so the reference's tokenization (add_special and
-// parse_special on) is what spited does with a completion prompt; usage.prompt_tokens is compared
-// with the golden token count to be sure. Some greedy tokens are not valid UTF-8 on their own:
+// The reference tokenized with add_special and parse_special on; spited tokenizes a completion
+// prompt with add_special on and parse_special off, which is the same for these prompts (they
+// hold no special-token text); usage.prompt_tokens is compared with the golden token count to be
+// sure. Some greedy tokens are not valid UTF-8 on their own:
 // spitectl prints the raw bytes (golden greedy_text_hex); the JSON answer carries them as U+FFFD,
 // as greedy_text does.
 #include <catch2/catch.hpp>
