@@ -86,6 +86,11 @@ struct engine::impl {
       s.req = std::move(r);
       s.result = {};
       s.result.prompt_tokens = static_cast<std::int32_t>(s.req.prompt.size());
+      if (std::chrono::steady_clock::now() > s.req.deadline) {  // it waited in the queue too long
+        s.detok.reset();
+        finish(s, "timeout");
+        continue;
+      }
       if (!chain) {
         finish(s, "error", chain.err());
         continue;

@@ -217,7 +217,9 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
     choice_state& c = choices[i];
     if (tool_mode && !c.content_mode) {
       c.raw += text;
-      if (may_become_tool_call(tools_format, c.raw)) return;
+      // Without streaming the whole answer is parsed at the end, so a call after some text
+      // (a thinking block, a sentence) is found too.
+      if (!stream || may_become_tool_call(tools_format, c.raw)) return;
       c.content_mode = true;
       std::string all = std::move(c.raw);
       c.raw.clear();
