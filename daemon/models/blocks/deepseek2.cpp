@@ -30,7 +30,7 @@ result<std::unique_ptr<decoder_model>> load_deepseek2(const gguf::file& f) {
   SPITE_TRY(r.required_int("expert_feed_forward_length", 1, big));
   const mla_dims dims{.q_lora = *q_lora, .kv_lora = *kv_lora, .key_dim = *key_mla, .rope_dim = hp->rope.n_dims, .v_dim = *value_mla};
   if (dims.rope_dim <= 0 || dims.rope_dim >= dims.key_dim || hp->head_dim_k != dims.kv_lora + dims.rope_dim ||
-      hp->head_dim_v != dims.kv_lora || *groups > 0 && hp->n_expert % *groups != 0) {
+      hp->head_dim_v != dims.kv_lora || (*groups > 0 && hp->n_expert % *groups != 0)) {
     return make_error(errc::malformed, hp->arch + " model: inconsistent latent attention or expert group sizes");
   }
   hp->rope.kind = rope_kind::norm;
