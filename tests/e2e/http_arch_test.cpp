@@ -1,6 +1,7 @@
 // The OpenAI API and `spitectl run` on the newer architectures: a MoE model (tiny-qwen3moe:
-// softmax routing over 3 experts, top-2) and an MLA model (tiny-deepseek2: multi-head latent
-// attention, group-limited MoE routing) give the reference engine's greedy continuation at
+// softmax routing over 3 experts, top-2), an MLA model (tiny-deepseek2: multi-head latent
+// attention, group-limited MoE routing) and a hybrid (tiny-qwen35: gated DeltaNet layers with a
+// recurrent state beside gated attention) give the reference engine's greedy continuation at
 // temperature 0 through /v1/completions and through `spitectl run --local`, and a streamed chat
 // completion on each gives the same text as the plain one.
 //
@@ -31,7 +32,8 @@ struct arch_model {
   const char* name;  // the model's id in spited
   const char* file;  // under models/tiny/ (its golden logits: golden/logits/<file>.json)
 };
-constexpr arch_model arch_models[] = {{"moe", "tiny-qwen3moe.f32.gguf"}, {"mla", "tiny-deepseek2.f32.gguf"}};
+constexpr arch_model arch_models[] = {
+    {"moe", "tiny-qwen3moe.f32.gguf"}, {"mla", "tiny-deepseek2.f32.gguf"}, {"hybrid", "tiny-qwen35.f32.gguf"}};
 
 fs::path model_file(const arch_model& m) { return fs::absolute(shared_path(std::string("models/tiny/") + m.file)); }
 json golden_of(const arch_model& m) { return load_json(shared_path(std::string("golden/logits/") + m.file + ".json")); }
@@ -54,7 +56,7 @@ struct arch_daemon : models_daemon {
 
 }  // namespace
 
-TEST_CASE("MoE and MLA models through the OpenAI API: golden greedy completions and a streamed chat", "[e2e][http]") {
+TEST_CASE("MoE, MLA and hybrid models through the OpenAI API: golden greedy completions and a streamed chat", "[e2e][http]") {
   arch_daemon d;
   http_client c(d.port);
 
@@ -63,6 +65,7 @@ TEST_CASE("MoE and MLA models through the OpenAI API: golden greedy completions 
   for (const auto& m : listed.at("data")) arch_of[m.at("id").get<std::string>()] = m.at("spite").at("arch").get<std::string>();
   CHECK(arch_of["moe"] == "qwen3moe");
   CHECK(arch_of["mla"] == "deepseek2");
+  CHECK(arch_of["hybrid"] == "qwen35");
 
   for (const auto& m : arch_models) {
     const json golden = golden_of(m);
