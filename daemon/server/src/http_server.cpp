@@ -470,13 +470,17 @@ http_server::~http_server() {
   impl_->work.reset();
   impl_->io.stop();
   for (auto& t : impl_->threads) t.join();
+  beast::error_code ignored;
+  impl_->acceptor.close(ignored);  // no thread runs now; the posted close may not have
 }
 
 std::uint16_t http_server::port() const noexcept { return impl_->port; }
 
 void http_server::stop_accepting() {
   if (!impl_->accepting.exchange(false)) return;
-  asio::post(impl_->io, [st = impl_] {
+  // A raw pointer: the handler may never run once the I/O threads stop, and a shared_ptr left in
+  // the queue of the io_context the state owns would keep the state alive forever.
+  asio::post(impl_->io, [st = impl_.get()] {
     beast::error_code ignored;
     st->acceptor.close(ignored);
   });
