@@ -4,3 +4,9 @@ spite_add_catch_test(test_devices
   DEPS spite::dispatch)
 target_compile_definitions(test_devices PRIVATE SPITECTL_PATH="$<TARGET_FILE:spitectl>")
 add_dependencies(test_devices spitectl)
+
+# The built-in CPU kernels: SIMD matmuls against the reference implementations (internal header).
+spite_add_catch_test(test_cpu_kernels
+  SOURCES unit/dispatch/cpu_kernels_test.cpp
+  DEPS spite::dispatch)
+target_include_directories(test_cpu_kernels PRIVATE "${PROJECT_SOURCE_DIR}/daemon/dispatch/src")

@@ -68,8 +68,38 @@ void quantize_q8_K_4x8(const float* x, gguf::block_q8_K* out, std::int64_t n) {
   }
 }
 
-// Number of leading activation rows that the repacked path sends through GEMM.
+
+}  // namespace
+
 std::int64_t gemm_rows(std::int64_t n_tokens) { return n_tokens > 3 ? n_tokens - n_tokens % 4 : 0; }
+
+void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, bool repacked,
+                        std::vector<gguf::block_q8_K>& xq) {
+  const std::int64_t nb = w.in / qkk;
+  xq.resize(static_cast<std::size_t>(nb * n_tokens));
+  const std::int64_t ng = repacked ? gemm_rows(n_tokens) : 0;
+  for (std::int64_t t = 0; t < n_tokens; ++t) {
+    if (t < ng) {
+      quantize_q8_K_4x8(x + t * w.in, xq.data() + t * nb, w.in);
+    } else {
+      quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+    }
+  }
+}
+
+void unpack_scales_mins_k4(const std::uint8_t* scales, std::uint8_t* sc, std::uint8_t* mn) {
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      sc[j] = scales[j] & 63;
+      mn[j] = scales[j + 4] & 63;
+    } else {
+      sc[j] = static_cast<std::uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
+      mn[j] = static_cast<std::uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+    }
+  }
+}
+
+namespace {
 
 // ---- 32-element block types: Q4_0, IQ4_NL
 
@@ -211,17 +241,6 @@ struct row_q4_K {
         dmin(static_cast<std::size_t>(in / qkk)) {}
 };
 
-void unpack_scales_mins_k4(const std::uint8_t* scales, std::uint8_t* sc, std::uint8_t* mn) {
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      sc[j] = scales[j] & 63;
-      mn[j] = scales[j + 4] & 63;
-    } else {
-      sc[j] = static_cast<std::uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
-      mn[j] = static_cast<std::uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
-    }
-  }
-}
 
 void unpack_row_q4_K(const std::byte* src, std::int64_t nb, row_q4_K& r) {
   for (std::int64_t b = 0; b < nb; ++b) {
@@ -311,19 +330,6 @@ float dot_q4_K_vec(const row_q4_K& r, const gguf::block_q8_K* x, std::int64_t nb
   return reduce8(acc) + m;
 }
 
-void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, bool repacked,
-                        std::vector<gguf::block_q8_K>& xq) {
-  const std::int64_t nb = w.in / qkk;
-  xq.resize(static_cast<std::size_t>(nb * n_tokens));
-  const std::int64_t ng = repacked ? gemm_rows(n_tokens) : 0;
-  for (std::int64_t t = 0; t < n_tokens; ++t) {
-    if (t < ng) {
-      quantize_q8_K_4x8(x + t * w.in, xq.data() + t * nb, w.in);
-    } else {
-      quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
-    }
-  }
-}
 
 void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;

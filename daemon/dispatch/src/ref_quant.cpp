@@ -9,6 +9,13 @@
 namespace spite::dispatch::cpu {
 
 matmul_fn find_exact_matmul(gguf::tensor_type type) {
+  for (const exact_matmul& m : fast_matmuls()) {
+    if (m.type == type) return m.fn;
+  }
+  return find_reference_matmul(type);
+}
+
+matmul_fn find_reference_matmul(gguf::tensor_type type) {
   for (auto group : {exact_matmuls_legacy(), exact_matmuls_kquants(), exact_matmuls_iquants(), exact_matmuls_repack()}) {
     for (const exact_matmul& m : group) {
       if (m.type == type) return m.fn;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "spite/core/thread_pool.hpp"
 #include "spite/dispatch/tensor.hpp"
@@ -26,8 +27,15 @@ std::span<const exact_matmul> exact_matmuls_kquants();  // Q3_K, Q5_K, Q6_K
 std::span<const exact_matmul> exact_matmuls_iquants();  // IQ1_S .. IQ4_XS, TQ1_0, TQ2_0
 std::span<const exact_matmul> exact_matmuls_repack();   // Q4_0, IQ4_NL, Q4_K, Q2_K (repacked layouts)
 
-// The exact matmul for a weight type, or null (the generic dequantize-and-dot path is used).
+// SIMD versions of some of them with bit-identical results, for the processor we run on (empty
+// where it lacks the instructions): simd_x86_avx2.cpp.
+std::span<const exact_matmul> fast_matmuls();
+
+// The exact matmul for a weight type, or null (the generic dequantize-and-dot path is used):
+// the fast one where this processor has one, else the reference.
 matmul_fn find_exact_matmul(gguf::tensor_type type);
+// The reference (portable, scalar) implementation only; tests compare the fast ones with it.
+matmul_fn find_reference_matmul(gguf::tensor_type type);
 
 // ---- shared pieces
 
@@ -36,6 +44,16 @@ matmul_fn find_exact_matmul(gguf::tensor_type type);
 void quantize_act_q8_0(const float* x, gguf::block_q8_0* out, std::int64_t n);
 // Activations to Q8_K blocks (the reference's scalar quantizer: -127 / signed max).
 void quantize_act_q8_K(const float* x, gguf::block_q8_K* out, std::int64_t n);
+
+// The repacked types' split of a batch: the first gemm_rows(n) activation rows take the GEMM
+// kernel (and, for Q8_K, the 4-row quantizer), the rest the GEMV kernel.
+std::int64_t gemm_rows(std::int64_t n_tokens);
+// Activations of a Q4_K / Q2_K matmul quantized as the repacked path (`repacked`) or the vector
+// dot product quantizes them.
+void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, bool repacked,
+                        std::vector<gguf::block_q8_K>& xq);
+// The 8 six-bit (scale, min) pairs of a Q4_K / Q5_K super-block.
+void unpack_scales_mins_k4(const std::uint8_t* scales, std::uint8_t* sc, std::uint8_t* mn);
 
 // Horizontal sums in the order of the AVX / AVX-512 reductions.
 inline float reduce8(const float* a) {
