@@ -30,6 +30,7 @@ constexpr int qk0 = gguf::qk_legacy;
 constexpr int qkk = gguf::qk_k;
 using gguf::tensor_type;
 
+
 // ---- building blocks
 
 // Eight vectors of eight int32 partial sums to one vector whose lane r is the total of vector r.
@@ -64,6 +65,16 @@ SPITE_AVX2 inline __m256i nibbles32(const std::uint8_t* qs) {
 
 SPITE_AVX2 inline __m256 halves8(const gguf::half_bits* h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+// The f16 scale that starts block b of eight rows `stride` bytes apart, as floats.
+SPITE_AVX2 inline __m256 gather_scales8(const std::byte* row0, std::size_t stride, std::size_t block_offset) {
+  const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                             _mm256_set1_epi32(static_cast<int>(stride)));
+  const __m256i words = _mm256_and_si256(
+      _mm256_i32gather_epi32(reinterpret_cast<const int*>(row0 + block_offset), offsets, 1), _mm256_set1_epi32(0xFFFF));
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(words, words), 0x08);
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
 }
 
 inline float reduce8_vec(__m256 v) {
@@ -102,7 +113,7 @@ SPITE_AVX2 void q8_0_row_tokens(const gguf::block_q8_0* w, const q8_0_batch& xb,
   for (std::int64_t b = 0; b < nb; ++b) {
     const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
     const __m256i wabs = _mm256_sign_epi8(wv, wv);
-    const float dw = fp16_to_fp32(w[b].d);
+    const float dw = _cvtsh_ss(w[b].d);
     for (int k = 0; k < K; ++k) {
       const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
@@ -128,129 +139,171 @@ void matmul_q8_0(const weight& w, const float* x, std::int64_t n_tokens, float* 
 }
 
 // ---- Q4_0 repacked (reference: dot32_repacked in ref_dot_repack.cpp, one lane per output and
-// one fma per block). Eight rows at a time, every activation row against each unpacked block.
+// one fma per block). Eight rows at a time: unpacked once into a buffer that stays in L1, then
+// dotted with every activation row of the batch.
 
-SPITE_AVX2 void q4_0_rows8(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens,
-                           float* acc, float* y) {
-  const gguf::block_q4_0* rows[8];
-  for (int r = 0; r < 8; ++r) rows[r] = reinterpret_cast<const gguf::block_q4_0*>(w.row(o + r));
-  for (std::int64_t t = 0; t < n_tokens; ++t) _mm256_storeu_ps(acc + 8 * t, _mm256_setzero_ps());
-  for (std::int64_t b = 0; b < nb; ++b) {
-    __m256i wq[8];
-    alignas(16) gguf::half_bits dh[8];
-    for (int r = 0; r < 8; ++r) {
-      wq[r] = nibbles32(rows[r][b].qs);
-      dh[r] = rows[r][b].d;
-    }
-    const __m256 dw = halves8(dh);
-    for (std::int64_t t = 0; t < n_tokens; ++t) {
-      const std::size_t i = static_cast<std::size_t>(t * nb + b);
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
-      __m256i p[8];
-      for (int r = 0; r < 8; ++r) p[r] = dot_lanes(wq[r], xv);
-      // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
-      const __m256i isum = _mm256_sub_epi32(transpose_sum8(p), _mm256_set1_epi32(8 * xb.sum[i]));
-      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xb.d[i]));
-      _mm256_storeu_ps(acc + 8 * t, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, _mm256_loadu_ps(acc + 8 * t)));
+struct rows8_buffer {
+  std::vector<std::uint8_t> q;  // row r at r * in, element order
+  std::vector<float> d;         // block b, row r at 8 * b + r
+  std::vector<float> dmin;      // (Q4_K) as d
+  std::vector<std::int16_t> sc;  // (Q4_K) row r's sub-block scales at r * in / 32
+  std::vector<std::int32_t> mins;  // (Q4_K) block b, sub-block g, row r at 64 * b + 8 * g + r
+  std::vector<float> acc;        // per token, 8 lanes (two sets for Q4_K)
+};
+
+SPITE_AVX2 void unpack_q4_0_rows8(const weight& w, std::int64_t o, rows8_buffer& u) {
+  const std::int64_t nb = w.in / qk0;
+  for (int r = 0; r < 8; ++r) {
+    const auto* row = reinterpret_cast<const gguf::block_q4_0*>(w.row(o + r));
+    std::uint8_t* q = u.q.data() + r * w.in;
+    for (std::int64_t b = 0; b < nb; ++b) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + qk0 * b), nibbles32(row[b].qs));
+      u.d[static_cast<std::size_t>(8 * b + r)] = _cvtsh_ss(row[b].d);
     }
   }
-  for (std::int64_t t = 0; t < n_tokens; ++t) std::memcpy(y + t * w.out + o, acc + 8 * t, 8 * sizeof(float));
+}
+
+SPITE_AVX2 void q4_0_dot_rows8(const rows8_buffer& u, std::int64_t in, const q8_0_batch& xb, std::int64_t t, float* y8) {
+  const std::int64_t nb = in / qk0;
+  __m256 acc = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::size_t i = static_cast<std::size_t>(t * nb + b);
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
+    __m256i p[8];
+    for (int r = 0; r < 8; ++r) {
+      p[r] = dot_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u.q.data() + r * in + qk0 * b)), xv);
+    }
+    // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
+    const __m256i isum = _mm256_sub_epi32(transpose_sum8(p), _mm256_set1_epi32(8 * xb.sum[i]));
+    const __m256 d = _mm256_mul_ps(_mm256_loadu_ps(u.d.data() + 8 * b), _mm256_set1_ps(xb.d[i]));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
+  }
+  _mm256_storeu_ps(y8, acc);
+}
+
+// Decode: few activation rows, so each block is unpacked in registers right where it is used,
+// 128 bits at a time (only the block total matters here, not the lane split).
+SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t t, float* y8) {
+  const std::int64_t nb = w.in / qk0;
+  const std::byte* row0 = w.row(o);
+  const __m128i m = _mm_set1_epi8(0x0F);
+  const __m128i ones = _mm_set1_epi16(1);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::size_t i = static_cast<std::size_t>(t * nb + b);
+    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.q[i].qs));
+    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.q[i].qs + 16));
+    __m128i p[8];
+    for (int r = 0; r < 8; ++r) {
+      const auto& blk = reinterpret_cast<const gguf::block_q4_0*>(row0 + r * w.row_bytes)[b];
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+      const __m128i lo = _mm_maddubs_epi16(_mm_and_si128(v, m), x0);
+      const __m128i hi = _mm_maddubs_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m), x1);
+      p[r] = _mm_madd_epi16(_mm_add_epi16(lo, hi), ones);  // |pair sums| <= 2 * 2 * 15 * 127
+    }
+    const __m128i s0123 = _mm_hadd_epi32(_mm_hadd_epi32(p[0], p[1]), _mm_hadd_epi32(p[2], p[3]));
+    const __m128i s4567 = _mm_hadd_epi32(_mm_hadd_epi32(p[4], p[5]), _mm_hadd_epi32(p[6], p[7]));
+    const __m256i isum = _mm256_sub_epi32(_mm256_set_m128i(s4567, s0123), _mm256_set1_epi32(8 * xb.sum[i]));
+    const __m256 d = _mm256_mul_ps(gather_scales8(row0, w.row_bytes, static_cast<std::size_t>(b) * sizeof(gguf::block_q4_0)),
+                                   _mm256_set1_ps(xb.d[i]));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
+  }
+  _mm256_storeu_ps(y8, acc);
 }
 
 void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_0)(w, x, n_tokens, y, pool);
-  const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens);
+  if (n_tokens < 4) {
+    pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
+      for (std::int64_t g = begin; g < end; ++g) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) q4_0_fused_rows8(w, 8 * g, xb, t, y + t * w.out + 8 * g);
+      }
+    });
+    return;
+  }
   pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
-    std::vector<float> acc(static_cast<std::size_t>(8 * n_tokens));
-    for (std::int64_t g = begin; g < end; ++g) q4_0_rows8(w, 8 * g, xb, nb, n_tokens, acc.data(), y);
+    rows8_buffer u;
+    u.q.resize(static_cast<std::size_t>(8 * w.in));
+    u.d.resize(static_cast<std::size_t>(w.in / qk0 * 8));
+    for (std::int64_t g = begin; g < end; ++g) {
+      unpack_q4_0_rows8(w, 8 * g, u);
+      for (std::int64_t t = 0; t < n_tokens; ++t) q4_0_dot_rows8(u, w.in, xb, t, y + t * w.out + 8 * g);
+    }
   });
 }
 
 // ---- Q4_K repacked (reference: dot_q4_K_repacked, one lane per output; the GEMV rows one fma
 // per super-block, the GEMM rows one per pair of 32-element sub-blocks; mins separately).
 
-struct q4_K_block8 {
-  alignas(32) std::uint8_t q[8][qkk];  // row r, element order, 0..15
-  alignas(32) std::int32_t mins[8][8];  // [sub-block][row]
-  std::uint8_t sc[8][8];                // [row][sub-block]
-  __m256 d, dmin;
-};
-
-SPITE_AVX2 void unpack_q4_K_block8(const gguf::block_q4_K* const* rows, std::int64_t b, q4_K_block8& u) {
-  alignas(16) gguf::half_bits dh[8], mh[8];
+SPITE_AVX2 void unpack_q4_K_rows8(const weight& w, std::int64_t o, rows8_buffer& u) {
+  const std::int64_t nb = w.in / qkk;
   const __m256i m = _mm256_set1_epi8(0x0F);
   for (int r = 0; r < 8; ++r) {
-    const gguf::block_q4_K& blk = rows[r][b];
-    std::uint8_t mn[8];
-    unpack_scales_mins_k4(blk.scales, u.sc[r], mn);
-    for (int g = 0; g < 8; ++g) u.mins[g][r] = mn[g];
-    dh[r] = blk.d;
-    mh[r] = blk.dmin;
-    for (int j = 0; j < 4; ++j) {  // element 64j + l: low nibble of qs[32j + l]; 64j + 32 + l: high
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * j));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q[r] + 64 * j), _mm256_and_si256(v, m));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q[r] + 64 * j + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+    const auto* row = reinterpret_cast<const gguf::block_q4_K*>(w.row(o + r));
+    std::uint8_t* q = u.q.data() + r * w.in;
+    std::int16_t* sc = u.sc.data() + r * (w.in / 32);
+    for (std::int64_t b = 0; b < nb; ++b) {
+      std::uint8_t s8[8], m8[8];
+      unpack_scales_mins_k4(row[b].scales, s8, m8);
+      for (int g = 0; g < 8; ++g) {
+        sc[8 * b + g] = s8[g];
+        u.mins[static_cast<std::size_t>(64 * b + 8 * g + r)] = m8[g];
+      }
+      u.d[static_cast<std::size_t>(8 * b + r)] = _cvtsh_ss(row[b].d);
+      u.dmin[static_cast<std::size_t>(8 * b + r)] = _cvtsh_ss(row[b].dmin);
+      for (int j = 0; j < 4; ++j) {  // element 64j + l: low nibble of qs[32j + l]; 64j + 32 + l: high
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[b].qs + 32 * j));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + qkk * b + 64 * j), _mm256_and_si256(v, m));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + qkk * b + 64 * j + 32),
+                            _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+      }
     }
   }
-  u.d = halves8(dh);
-  u.dmin = halves8(mh);
 }
 
-SPITE_AVX2 void q4_K_rows8(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb,
-                           std::int64_t n_tokens, std::int64_t ng, float* acc, float* acc_min, float* y,
-                           q4_K_block8& u) {
-  const gguf::block_q4_K* rows[8];
-  for (int r = 0; r < 8; ++r) rows[r] = reinterpret_cast<const gguf::block_q4_K*>(w.row(o + r));
-  for (std::int64_t t = 0; t < n_tokens; ++t) {
-    _mm256_storeu_ps(acc + 8 * t, _mm256_setzero_ps());
-    _mm256_storeu_ps(acc_min + 8 * t, _mm256_setzero_ps());
+// Sub-blocks [g0, g0 + count) of super-block b of row r, each times its scale, as 8 lanes.
+SPITE_AVX2 inline __m256i q4_K_lanes(const rows8_buffer& u, std::int64_t in, int r, std::int64_t b, int g0, int count,
+                                     const std::int8_t* x) {
+  const std::uint8_t* q = u.q.data() + r * in + qkk * b;
+  const std::int16_t* sc = u.sc.data() + r * (in / 32) + 8 * b;
+  __m256i tot = _mm256_setzero_si256();
+  for (int g = g0; g < g0 + count; ++g) {
+    tot = _mm256_add_epi32(tot, dot_lanes_scaled(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g)),
+                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * g)),
+                                                 _mm256_set1_epi16(sc[g])));
   }
+  return tot;
+}
+
+SPITE_AVX2 void q4_K_dot_rows8(const rows8_buffer& u, std::int64_t in, const gguf::block_q8_K* x, bool pairs, float* y8) {
+  const std::int64_t nb = in / qkk;
+  __m256 a = _mm256_setzero_ps(), am = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
-    unpack_q4_K_block8(rows, b, u);
-    __m256i mins[8];
-    for (int g = 0; g < 8; ++g) mins[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.mins[g]));
-    for (std::int64_t t = 0; t < n_tokens; ++t) {
-      const gguf::block_q8_K& x = xq[t * nb + b];
-      const __m256 xd = _mm256_set1_ps(x.d);
-      const __m256 ds = _mm256_mul_ps(u.d, xd);
-      const __m256 dm = _mm256_mul_ps(u.dmin, xd);
-      __m256 a = _mm256_loadu_ps(acc + 8 * t), am = _mm256_loadu_ps(acc_min + 8 * t);
-      auto min_sum = [&](int g) SPITE_AVX2 {  // sub-block g's mins (rows as lanes) times its activation sum
-        return _mm256_mullo_epi32(mins[g], _mm256_set1_epi32(x.bsums[2 * g] + x.bsums[2 * g + 1]));
-      };
-      const bool pairs = t < ng;  // GEMM rows: one fma per pair of sub-blocks
-      __m256i all[8];
-      for (int r = 0; r < 8; ++r) all[r] = _mm256_setzero_si256();
+    const __m256 xd = _mm256_set1_ps(x[b].d);
+    const __m256 ds = _mm256_mul_ps(_mm256_loadu_ps(u.d.data() + 8 * b), xd);
+    const __m256 dm = _mm256_mul_ps(_mm256_loadu_ps(u.dmin.data() + 8 * b), xd);
+    // Sub-block g's mins (rows as lanes) times its activation sum.
+    auto min_sum = [&](int g) SPITE_AVX2 {
+      const auto* mn = reinterpret_cast<const __m256i*>(u.mins.data() + 64 * b + 8 * g);
+      return _mm256_mullo_epi32(_mm256_loadu_si256(mn), _mm256_set1_epi32(x[b].bsums[2 * g] + x[b].bsums[2 * g + 1]));
+    };
+    __m256i tot[8];
+    if (pairs) {  // GEMM rows: one fma per pair of sub-blocks
       for (int pr = 0; pr < 4; ++pr) {
-        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 64 * pr));
-        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 64 * pr + 32));
-        __m256i tot[8];
-        for (int r = 0; r < 8; ++r) {
-          const auto* q = reinterpret_cast<const __m256i*>(u.q[r] + 64 * pr);
-          tot[r] = _mm256_add_epi32(dot_lanes_scaled(_mm256_load_si256(q), x0, _mm256_set1_epi16(u.sc[r][2 * pr])),
-                                    dot_lanes_scaled(_mm256_load_si256(q + 1), x1, _mm256_set1_epi16(u.sc[r][2 * pr + 1])));
-        }
-        if (pairs) {
-          a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(tot)), ds, a);
-          am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(min_sum(2 * pr), min_sum(2 * pr + 1))), dm, am);
-        } else {
-          for (int r = 0; r < 8; ++r) all[r] = _mm256_add_epi32(all[r], tot[r]);
-        }
+        for (int r = 0; r < 8; ++r) tot[r] = q4_K_lanes(u, in, r, b, 2 * pr, 2, x[b].qs);
+        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(tot)), ds, a);
+        am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(min_sum(2 * pr), min_sum(2 * pr + 1))), dm, am);
       }
-      if (!pairs) {
-        __m256i ms = min_sum(0);
-        for (int g = 1; g < 8; ++g) ms = _mm256_add_epi32(ms, min_sum(g));
-        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(all)), ds, a);
-        am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), dm, am);
-      }
-      _mm256_storeu_ps(acc + 8 * t, a);
-      _mm256_storeu_ps(acc_min + 8 * t, am);
+    } else {
+      for (int r = 0; r < 8; ++r) tot[r] = q4_K_lanes(u, in, r, b, 0, 8, x[b].qs);
+      __m256i ms = min_sum(0);
+      for (int g = 1; g < 8; ++g) ms = _mm256_add_epi32(ms, min_sum(g));
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(tot)), ds, a);
+      am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), dm, am);
     }
   }
-  for (std::int64_t t = 0; t < n_tokens; ++t) {
-    _mm256_storeu_ps(y + t * w.out + o, _mm256_sub_ps(_mm256_loadu_ps(acc + 8 * t), _mm256_loadu_ps(acc_min + 8 * t)));
-  }
+  _mm256_storeu_ps(y8, _mm256_sub_ps(a, am));
 }
 
 void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
@@ -260,10 +313,15 @@ void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
   quantize_rows_q8_K(w, x, n_tokens, true, xq);
   const std::int64_t ng = gemm_rows(n_tokens);
   pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
-    std::vector<float> acc(static_cast<std::size_t>(16 * n_tokens));
-    auto u = std::make_unique<q4_K_block8>();
+    rows8_buffer u;
+    u.q.resize(static_cast<std::size_t>(8 * w.in));
+    u.d.resize(static_cast<std::size_t>(8 * nb));
+    u.dmin.resize(u.d.size());
+    u.sc.resize(static_cast<std::size_t>(8 * w.in / 32));
+    u.mins.resize(static_cast<std::size_t>(64 * nb));
     for (std::int64_t g = begin; g < end; ++g) {
-      q4_K_rows8(w, 8 * g, xq.data(), nb, n_tokens, ng, acc.data(), acc.data() + 8 * n_tokens, y, *u);
+      unpack_q4_K_rows8(w, 8 * g, u);
+      for (std::int64_t t = 0; t < n_tokens; ++t) q4_K_dot_rows8(u, w.in, xq.data() + t * nb, t < ng, y + t * w.out + 8 * g);
     }
   });
 }
@@ -277,9 +335,10 @@ struct q6_K_row {
   explicit q6_K_row(std::int64_t in) : q(static_cast<std::size_t>(in)), d(static_cast<std::size_t>(in / qkk)) {}
 };
 
-SPITE_AVX2 void unpack_q6_K_row(const gguf::block_q6_K* w, std::int64_t nb, std::uint8_t* q) {
+SPITE_AVX2 void unpack_q6_K_row(const gguf::block_q6_K* w, std::int64_t nb, std::uint8_t* q, float* d) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
   for (std::int64_t b = 0; b < nb; ++b) {
+    d[b] = _cvtsh_ss(w[b].d);
     // Element 128c + 32k + l: nibble of ql[64c + 32(k & 1) + l] (low for k < 2) with bits
     // 2k..2k+1 of qh[32c + l] above it.
     for (int c = 0; c < 2; ++c) {
@@ -325,8 +384,7 @@ void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
     q6_K_row r(w.in);
     for (std::int64_t o = begin; o < end; ++o) {
       const auto* row = reinterpret_cast<const gguf::block_q6_K*>(w.row(o));
-      unpack_q6_K_row(row, nb, r.q.data());
-      for (std::int64_t b = 0; b < nb; ++b) r.d[static_cast<std::size_t>(b)] = fp16_to_fp32(row[b].d);
+      unpack_q6_K_row(row, nb, r.q.data(), r.d.data());
       for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = q6_K_dot(row, r.q.data(), r.d.data(), xq.data() + t * nb, nb);
     }
   });
