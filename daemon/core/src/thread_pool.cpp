@@ -1,8 +1,43 @@
 #include "spite/core/thread_pool.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 namespace spite {
+
+namespace {
+
+// How long a thread spins for the next hand-off before it sleeps: long enough to cover the gap
+// between two operations of a forward pass, short enough not to burn a core between requests.
+constexpr auto spin_budget = std::chrono::microseconds(200);
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until `ready()` or the budget is spent; true when ready.
+template <class Ready>
+bool spin_until(const Ready& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + spin_budget;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return ready();
+  }
+}
+
+void run_chunk(const std::function<void(std::int64_t, std::int64_t, int)>& fn, std::int64_t n, int index, int count) {
+  const std::int64_t chunk = (n + count - 1) / count;
+  const std::int64_t begin = std::min<std::int64_t>(n, chunk * index);
+  const std::int64_t end = std::min<std::int64_t>(n, begin + chunk);
+  if (begin < end) fn(begin, end, index);
+}
+
+}  // namespace
 
 thread_pool::thread_pool(int n_threads) {
   if (n_threads <= 0) n_threads = std::max(1u, std::thread::hardware_concurrency());
@@ -18,52 +53,45 @@ thread_pool::~thread_pool() {
   for (auto& t : workers_) t.join();
 }
 
-namespace {
-void run_chunk(const std::function<void(std::int64_t, std::int64_t, int)>& fn, std::int64_t n, int index, int count) {
-  const std::int64_t chunk = (n + count - 1) / count;
-  const std::int64_t begin = std::min<std::int64_t>(n, chunk * index);
-  const std::int64_t end = std::min<std::int64_t>(n, begin + chunk);
-  if (begin < end) fn(begin, end, index);
-}
-}  // namespace
-
 void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t, int)>& fn) {
   if (n <= 0) return;
   if (workers_.empty() || n == 1) {
     fn(0, n, 0);
     return;
   }
+  job_ = &fn;
+  n_ = n;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
+    // Under the mutex, so that a worker about to sleep sees either the new generation or the
+    // notification.
     std::lock_guard lock(mu_);
-    job_ = &fn;
-    n_ = n;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   run_chunk(fn, n, 0, size());
-  std::unique_lock lock(mu_);
-  done_.wait(lock, [this] { return pending_ == 0; });
+  auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(all_done)) {
+    std::unique_lock lock(mu_);
+    done_.wait(lock, all_done);
+  }
   job_ = nullptr;
 }
 
 void thread_pool::worker(int index) {
   std::uint64_t seen = 0;
+  auto has_work = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
   for (;;) {
-    const std::function<void(std::int64_t, std::int64_t, int)>* job;
-    std::int64_t n;
-    {
+    if (!spin_until(has_work)) {
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = n_;
+      wake_.wait(lock, has_work);
     }
-    run_chunk(*job, n, index, size());
-    {
-      std::lock_guard lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
+    run_chunk(*job_, n_, index, size());
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lock(mu_);  // the caller may be between its check and its wait
+      done_.notify_one();
     }
   }
 }

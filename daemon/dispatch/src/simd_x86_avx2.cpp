@@ -67,6 +67,19 @@ SPITE_AVX2 inline __m256 halves8(const gguf::half_bits* h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
+SPITE_AVX2 inline __m128i insert_half(__m128i h, gguf::half_bits v, int r) {
+  switch (r) {
+    case 0: return _mm_insert_epi16(h, v, 0);
+    case 1: return _mm_insert_epi16(h, v, 1);
+    case 2: return _mm_insert_epi16(h, v, 2);
+    case 3: return _mm_insert_epi16(h, v, 3);
+    case 4: return _mm_insert_epi16(h, v, 4);
+    case 5: return _mm_insert_epi16(h, v, 5);
+    case 6: return _mm_insert_epi16(h, v, 6);
+    default: return _mm_insert_epi16(h, v, 7);
+  }
+}
+
 // The f16 scale that starts block b of eight rows `stride` bytes apart, as floats.
 SPITE_AVX2 inline __m256 gather_scales8(const std::byte* row0, std::size_t stride, std::size_t block_offset) {
   const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
@@ -194,8 +207,10 @@ SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_bat
     const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.q[i].qs));
     const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.q[i].qs + 16));
     __m128i p[8];
+    __m128i h = _mm_setzero_si128();
     for (int r = 0; r < 8; ++r) {
       const auto& blk = reinterpret_cast<const gguf::block_q4_0*>(row0 + r * w.row_bytes)[b];
+      h = insert_half(h, blk.d, r);
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
       const __m128i lo = _mm_maddubs_epi16(_mm_and_si128(v, m), x0);
       const __m128i hi = _mm_maddubs_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m), x1);
@@ -204,8 +219,7 @@ SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_bat
     const __m128i s0123 = _mm_hadd_epi32(_mm_hadd_epi32(p[0], p[1]), _mm_hadd_epi32(p[2], p[3]));
     const __m128i s4567 = _mm_hadd_epi32(_mm_hadd_epi32(p[4], p[5]), _mm_hadd_epi32(p[6], p[7]));
     const __m256i isum = _mm256_sub_epi32(_mm256_set_m128i(s4567, s0123), _mm256_set1_epi32(8 * xb.sum[i]));
-    const __m256 d = _mm256_mul_ps(gather_scales8(row0, w.row_bytes, static_cast<std::size_t>(b) * sizeof(gguf::block_q4_0)),
-                                   _mm256_set1_ps(xb.d[i]));
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(xb.d[i]));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
   }
   _mm256_storeu_ps(y8, acc);

@@ -1,7 +1,13 @@
 // One persistent pool of compute threads. parallel_for splits [0, n) into contiguous chunks, one
 // per thread, and returns when all are done; no thread is created per operation.
+//
+// A forward pass calls parallel_for hundreds of times per token, a few microseconds apart, so
+// hand-offs spin first: a worker that finished a job spins on the job counter for a short while
+// before it sleeps on the condition variable, and the caller spins on the pending count before
+// it sleeps. Between requests the threads sleep.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -30,11 +36,12 @@ class thread_pool {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_, done_;
+  // Written before generation_ is published (release) and read after it is seen (acquire).
   const std::function<void(std::int64_t, std::int64_t, int)>* job_ = nullptr;
   std::int64_t n_ = 0;
-  std::uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace spite
