@@ -247,6 +247,19 @@ void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* 
   });
 }
 
+// The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) of a Q4_K super-block from its 12 packed
+// bytes: j < 4 in the low 6 bits of bytes j / j + 4; j >= 4 the low / high nibble of byte j + 4
+// with the top two bits of bytes j - 4 / j above it.
+inline void scales_mins_k4(const std::uint8_t* packed, std::uint32_t* out) {
+  std::uint32_t u[3];
+  std::memcpy(u, packed, sizeof u);
+  constexpr std::uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  out[0] = u[0] & low6;
+  out[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
+  out[2] = u[1] & low6;
+  out[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
+}
+
 // ---- Q4_K repacked (reference: dot_q4_K_repacked, one lane per output; the GEMV rows one fma
 // per super-block, the GEMM rows one per pair of 32-element sub-blocks; mins separately).
 
@@ -258,8 +271,10 @@ SPITE_AVX2 void unpack_q4_K_rows8(const weight& w, std::int64_t o, rows8_buffer&
     std::uint8_t* q = u.q.data() + r * w.in;
     std::int16_t* sc = u.sc.data() + r * (w.in / 32);
     for (std::int64_t b = 0; b < nb; ++b) {
-      std::uint8_t s8[8], m8[8];
-      unpack_scales_mins_k4(row[b].scales, s8, m8);
+      std::uint32_t sm[4];
+      scales_mins_k4(row[b].scales, sm);
+      const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
+      const auto* m8 = s8 + 8;
       for (int g = 0; g < 8; ++g) {
         sc[8 * b + g] = s8[g];
         u.mins[static_cast<std::size_t>(64 * b + 8 * g + r)] = m8[g];
@@ -320,12 +335,72 @@ SPITE_AVX2 void q4_K_dot_rows8(const rows8_buffer& u, std::int64_t in, const ggu
   _mm256_storeu_ps(y8, _mm256_sub_ps(a, am));
 }
 
+// Decode: each super-block unpacked in registers where it is used (GEMV semantics only, which
+// is what batches below the GEMM split get).
+SPITE_AVX2 void q4_K_fused_rows8(const weight& w, std::int64_t o, const gguf::block_q8_K* x, float* y8) {
+  const std::int64_t nb = w.in / qkk;
+  const std::byte* row0 = w.row(o);
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  // Byte pairs (2g, 2g + 1) repeated: broadcasts int16 element g of a 128-bit lane.
+  alignas(32) static constexpr std::uint8_t pick[8][32] = {
+#define SPITE_PICK(g) {2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, \
+                       2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, \
+                       2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1}
+      SPITE_PICK(0), SPITE_PICK(1), SPITE_PICK(2), SPITE_PICK(3), SPITE_PICK(4), SPITE_PICK(5), SPITE_PICK(6), SPITE_PICK(7)};
+#undef SPITE_PICK
+  __m256 a = _mm256_setzero_ps(), am = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const gguf::block_q8_K& xb = x[b];
+    alignas(16) std::int16_t pair_sums[8];
+    for (int g = 0; g < 8; ++g) pair_sums[g] = static_cast<std::int16_t>(xb.bsums[2 * g] + xb.bsums[2 * g + 1]);
+    const __m128i bp = _mm_load_si128(reinterpret_cast<const __m128i*>(pair_sums));
+    __m256i tot[8];
+    __m128i mins[8];
+    __m128i dh = _mm_setzero_si128(), mh = _mm_setzero_si128();
+    for (int r = 0; r < 8; ++r) {
+      const auto& blk = reinterpret_cast<const gguf::block_q4_K*>(row0 + r * w.row_bytes)[b];
+      dh = insert_half(dh, blk.d, r);
+      mh = insert_half(mh, blk.dmin, r);
+      std::uint32_t sm[4];
+      scales_mins_k4(blk.scales, sm);
+      const __m128i sm16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sm));
+      const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm16));
+      mins[r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm16, 8)), bp);
+      __m256i t = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {  // element 64j + l: low nibble of qs[32j + l]; 64j + 32 + l: high
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * j));
+        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 64 * j));
+        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 64 * j + 32));
+        const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick[2 * j])));
+        const __m256i s1 = _mm256_shuffle_epi8(sc, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick[2 * j + 1])));
+        t = _mm256_add_epi32(t, dot_lanes_scaled(_mm256_and_si256(v, m), x0, s0));
+        t = _mm256_add_epi32(t, dot_lanes_scaled(_mm256_and_si256(_mm256_srli_epi16(v, 4), m), x1, s1));
+      }
+      tot[r] = t;
+    }
+    const __m128i m0123 = _mm_hadd_epi32(_mm_hadd_epi32(mins[0], mins[1]), _mm_hadd_epi32(mins[2], mins[3]));
+    const __m128i m4567 = _mm_hadd_epi32(_mm_hadd_epi32(mins[4], mins[5]), _mm_hadd_epi32(mins[6], mins[7]));
+    const __m256 xd = _mm256_set1_ps(xb.d);
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(tot)), _mm256_mul_ps(_mm256_cvtph_ps(dh), xd), a);
+    am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_set_m128i(m4567, m0123)), _mm256_mul_ps(_mm256_cvtph_ps(mh), xd), am);
+  }
+  _mm256_storeu_ps(y8, _mm256_sub_ps(a, am));
+}
+
 void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_K)(w, x, n_tokens, y, pool);
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq;
   quantize_rows_q8_K(w, x, n_tokens, true, xq);
   const std::int64_t ng = gemm_rows(n_tokens);
+  if (ng == 0) {
+    pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
+      for (std::int64_t g = begin; g < end; ++g) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) q4_K_fused_rows8(w, 8 * g, xq.data() + t * nb, y + t * w.out + 8 * g);
+      }
+    });
+    return;
+  }
   pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
     rows8_buffer u;
     u.q.resize(static_cast<std::size_t>(8 * w.in));
@@ -389,11 +464,49 @@ SPITE_AVX2 float q6_K_dot(const gguf::block_q6_K* w, const std::uint8_t* q, cons
   return reduce8_vec(acc);
 }
 
+// Decode: the quants built in registers where they are used.
+SPITE_AVX2 float q6_K_fused(const gguf::block_q6_K* w, const gguf::block_q8_K* x, std::int64_t nb) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int8_t* sc = w[b].scales;
+    __m256i lanes = _mm256_setzero_si256();
+    for (int c = 0; c < 2; ++c) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * c));
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * c));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * c + 32));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i l = (k & 1) != 0 ? l1 : l0;
+        const __m256i nib = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+        const __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * k), m2), 4));
+        const int g = 4 * c + k;
+        const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * g));
+        lanes = _mm256_add_epi32(lanes, dot_lanes_scaled(q, xv, scales));
+      }
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
+    lanes = _mm256_sub_epi32(lanes, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(w[b].d)), _mm256_cvtepi32_ps(lanes), acc);
+  }
+  return reduce8_vec(acc);
+}
+
 void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
   for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
   const std::int64_t out = w.out;
+  if (n_tokens < 4) {
+    pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
+      for (std::int64_t o = begin; o < end; ++o) {
+        const auto* row = reinterpret_cast<const gguf::block_q6_K*>(w.row(o));
+        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = q6_K_fused(row, xq.data() + t * nb, nb);
+      }
+    });
+    return;
+  }
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
     q6_K_row r(w.in);
     for (std::int64_t o = begin; o < end; ++o) {
