@@ -31,6 +31,7 @@ constexpr int qkk = gguf::qk_k;
 using gguf::tensor_type;
 
 
+
 // ---- building blocks
 
 // Eight vectors of eight int32 partial sums to one vector whose lane r is the total of vector r.
@@ -96,6 +97,20 @@ inline float reduce8_vec(__m256 v) {
   return reduce8(lanes);
 }
 
+// Decode streams each weight once. A group of rows is a contiguous region and the next group
+// follows it, so while one group is multiplied the next one is prefetched at the same pace:
+// rows of a few KiB are too short for the hardware prefetchers to ramp up on by themselves.
+struct next_group_prefetch {
+  const char* next;
+  std::size_t per_block;  // bytes of the next group to touch per block step
+  next_group_prefetch(const std::byte* group_end, std::size_t group_bytes, std::int64_t nb)
+      : next(reinterpret_cast<const char*>(group_end)), per_block((group_bytes + static_cast<std::size_t>(nb) - 1) / static_cast<std::size_t>(nb)) {}
+  SPITE_AVX2 void step(std::int64_t b) const {
+    const std::size_t begin = static_cast<std::size_t>(b) * per_block;
+    for (std::size_t off = begin; off < begin + per_block; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+  }
+};
+
 // Activation block scales as floats and the Q4_0 offset sums, once per batch.
 struct q8_0_batch {
   std::vector<gguf::block_q8_0> q;
@@ -118,35 +133,55 @@ struct q8_0_batch {
 
 // ---- Q8_0 (reference: dot_q8_0 in ref_dot_legacy.cpp, 8 lanes of 4 products per block)
 
-template <int K>
-SPITE_AVX2 void q8_0_row_tokens(const gguf::block_q8_0* w, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0,
-                                std::int64_t out, std::int64_t o, float* y) {
-  __m256 acc[K];
-  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+// R rows times K activation rows: several rows in flight keep enough loads outstanding to stream
+// from memory at full speed, several activation rows reuse each loaded weight block.
+template <int R, int K>
+SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
+  const gguf::block_q8_0* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_q8_0*>(w.row(o + r));
+  __m256 acc[R][K];
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) acc[r][k] = _mm256_setzero_ps();
+  }
+  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
-    const __m256i wabs = _mm256_sign_epi8(wv, wv);
-    const float dw = _cvtsh_ss(w[b].d);
-    for (int k = 0; k < K; ++k) {
-      const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
-      const __m256i lanes = dot_lanes(wabs, _mm256_sign_epi8(xv, wv));
-      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb.d[i]), _mm256_cvtepi32_ps(lanes), acc[k]);
+    if (t0 == 0) ahead.step(b);
+    for (int r = 0; r < R; ++r) {
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r][b].qs));
+      const __m256i wabs = _mm256_sign_epi8(wv, wv);
+      const float dw = _cvtsh_ss(rows[r][b].d);
+      for (int k = 0; k < K; ++k) {
+        const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
+        const __m256i lanes = dot_lanes(wabs, _mm256_sign_epi8(xv, wv));
+        acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb.d[i]), _mm256_cvtepi32_ps(lanes), acc[r][k]);
+      }
     }
   }
-  for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = reduce8_vec(acc[k]);
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + o + r] = reduce8_vec(acc[r][k]);
+  }
+}
+
+template <int R>
+void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, float* y) {
+  std::int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) q8_0_tile<R, 4>(w, o, xb, nb, t, y);
+  for (; t < n_tokens; ++t) q8_0_tile<R, 1>(w, o, xb, nb, t, y);
 }
 
 void matmul_q8_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens);
-  const std::int64_t out = w.out;
-  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t o = begin; o < end; ++o) {
-      const auto* row = reinterpret_cast<const gguf::block_q8_0*>(w.row(o));
-      std::int64_t t = 0;
-      for (; t + 4 <= n_tokens; t += 4) q8_0_row_tokens<4>(row, xb, nb, t, out, o, y);
-      for (; t < n_tokens; ++t) q8_0_row_tokens<1>(row, xb, nb, t, out, o, y);
+  const std::int64_t groups = (w.out + 3) / 4;
+  pool.parallel_for(groups, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) {
+      const std::int64_t o = 4 * g;
+      if (o + 4 <= w.out) {
+        q8_0_rows<4>(w, o, xb, nb, n_tokens, y);
+      } else {
+        for (std::int64_t r = o; r < w.out; ++r) q8_0_rows<1>(w, r, xb, nb, n_tokens, y);
+      }
     }
   });
 }
@@ -202,7 +237,9 @@ SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_bat
   const __m128i m = _mm_set1_epi8(0x0F);
   const __m128i ones = _mm_set1_epi16(1);
   __m256 acc = _mm256_setzero_ps();
+  const next_group_prefetch ahead(w.row(o + 8), 8 * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
+    if (t == 0) ahead.step(b);
     const std::size_t i = static_cast<std::size_t>(t * nb + b);
     const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.q[i].qs));
     const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.q[i].qs + 16));
@@ -337,7 +374,7 @@ SPITE_AVX2 void q4_K_dot_rows8(const rows8_buffer& u, std::int64_t in, const ggu
 
 // Decode: each super-block unpacked in registers where it is used (GEMV semantics only, which
 // is what batches below the GEMM split get).
-SPITE_AVX2 void q4_K_fused_rows8(const weight& w, std::int64_t o, const gguf::block_q8_K* x, float* y8) {
+SPITE_AVX2 void q4_K_fused_rows8(const weight& w, std::int64_t o, const gguf::block_q8_K* x, bool first, float* y8) {
   const std::int64_t nb = w.in / qkk;
   const std::byte* row0 = w.row(o);
   const __m256i m = _mm256_set1_epi8(0x0F);
@@ -349,7 +386,9 @@ SPITE_AVX2 void q4_K_fused_rows8(const weight& w, std::int64_t o, const gguf::bl
       SPITE_PICK(0), SPITE_PICK(1), SPITE_PICK(2), SPITE_PICK(3), SPITE_PICK(4), SPITE_PICK(5), SPITE_PICK(6), SPITE_PICK(7)};
 #undef SPITE_PICK
   __m256 a = _mm256_setzero_ps(), am = _mm256_setzero_ps();
+  const next_group_prefetch ahead(w.row(o + 8), 8 * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
+    if (first) ahead.step(b);
     const gguf::block_q8_K& xb = x[b];
     alignas(16) std::int16_t pair_sums[8];
     for (int g = 0; g < 8; ++g) pair_sums[g] = static_cast<std::int16_t>(xb.bsums[2 * g] + xb.bsums[2 * g + 1]);
@@ -396,7 +435,7 @@ void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
   if (ng == 0) {
     pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
       for (std::int64_t g = begin; g < end; ++g) {
-        for (std::int64_t t = 0; t < n_tokens; ++t) q4_K_fused_rows8(w, 8 * g, xq.data() + t * nb, y + t * w.out + 8 * g);
+        for (std::int64_t t = 0; t < n_tokens; ++t) q4_K_fused_rows8(w, 8 * g, xq.data() + t * nb, t == 0, y + t * w.out + 8 * g);
       }
     });
     return;
@@ -465,10 +504,12 @@ SPITE_AVX2 float q6_K_dot(const gguf::block_q6_K* w, const std::uint8_t* q, cons
 }
 
 // Decode: the quants built in registers where they are used.
-SPITE_AVX2 float q6_K_fused(const gguf::block_q6_K* w, const gguf::block_q8_K* x, std::int64_t nb) {
+SPITE_AVX2 float q6_K_fused(const gguf::block_q6_K* w, const gguf::block_q8_K* x, std::int64_t nb, bool first) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
   __m256 acc = _mm256_setzero_ps();
+  const next_group_prefetch ahead(reinterpret_cast<const std::byte*>(w + nb), static_cast<std::size_t>(nb) * sizeof *w, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
+    if (first) ahead.step(b);
     const std::int8_t* sc = w[b].scales;
     __m256i lanes = _mm256_setzero_si256();
     for (int c = 0; c < 2; ++c) {
@@ -502,7 +543,7 @@ void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
     pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
       for (std::int64_t o = begin; o < end; ++o) {
         const auto* row = reinterpret_cast<const gguf::block_q6_K*>(w.row(o));
-        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = q6_K_fused(row, xq.data() + t * nb, nb);
+        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = q6_K_fused(row, xq.data() + t * nb, nb, t == 0);
       }
     });
     return;
