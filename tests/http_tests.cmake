@@ -9,7 +9,7 @@ endfunction()
 
 # spited's OpenAI HTTP API as a real process on loopback (test_http).
 spite_add_daemon_test(test_http HAS_SLOW
-  SOURCES e2e/http_api_test.cpp support/http_client.cpp
+  SOURCES e2e/http_api_test.cpp e2e/http_robustness_test.cpp support/http_client.cpp
   DEPS nlohmann_json::nlohmann_json)
 
 
