@@ -8,6 +8,7 @@
 
 #include "cpu_kernels.hpp"
 #include "ref_math.hpp"
+#include "simd_attention.hpp"
 #include "spite/core/half.hpp"
 
 namespace spite::dispatch::cpu {
@@ -17,6 +18,9 @@ namespace {
 // multiple of 16 go through 16 lane sums (the reference's GEMM path); others through its vector
 // dot product: 64-element blocks in four lane groups, the tail summed in double.
 float dot_f16(const float* a, const float* b, std::int64_t n, std::int64_t stride_b = 1) {
+  if (n % 16 == 0 && stride_b == 1) {
+    if (const attention_simd* simd = fast_attention()) return simd->dot16(a, b, n);
+  }
   if (n % 16 == 0) {
     float lanes[16] = {};
     for (std::int64_t i = 0; i < n; ++i) lanes[i % 16] += a[i] * b[i * stride_b];
@@ -45,15 +49,26 @@ void attention(const attention_args& a, thread_pool& pool) {
   const std::int64_t kv_stride = a.n_head_kv * a.head_dim, v_stride = a.n_head_kv * a.head_dim_v;
   // Keys widened once; values widened and transposed ([n_kv] per head and dimension) so that
   // V.p walks the keys contiguously, as the reference's transposed V cache does.
+  const attention_simd* simd = fast_attention();
   std::vector<float> k(static_cast<std::size_t>(a.n_kv * kv_stride));
-  for (std::size_t i = 0; i < k.size(); ++i) k[i] = fp16_to_fp32(a.k[i]);
+  if (simd != nullptr) {
+    simd->widen(a.k, k.data(), static_cast<std::int64_t>(k.size()));
+  } else {
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = fp16_to_fp32(a.k[i]);
+  }
   // The reference's KV view is padded (to 256 cells); padding cells are masked and add zeros,
   // but they decide which reduction path and chunking apply, so they are reproduced.
   constexpr std::int64_t k_cache_pad = 256;
   const std::int64_t n_kv = (a.n_kv + k_cache_pad - 1) / k_cache_pad * k_cache_pad;
   std::vector<float> vt(static_cast<std::size_t>(n_kv * v_stride));
+  std::vector<float> row(static_cast<std::size_t>(v_stride));
   for (std::int64_t j = 0; j < a.n_kv; ++j) {
-    for (std::int64_t c = 0; c < v_stride; ++c) vt[static_cast<std::size_t>(c * n_kv + j)] = fp16_to_fp32(a.v[j * v_stride + c]);
+    if (simd != nullptr) {
+      simd->widen(a.v + j * v_stride, row.data(), v_stride);
+    } else {
+      for (std::int64_t c = 0; c < v_stride; ++c) row[static_cast<std::size_t>(c)] = fp16_to_fp32(a.v[j * v_stride + c]);
+    }
+    for (std::int64_t c = 0; c < v_stride; ++c) vt[static_cast<std::size_t>(c * n_kv + j)] = row[static_cast<std::size_t>(c)];
   }
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
@@ -62,7 +77,11 @@ void attention(const attention_args& a, thread_pool& pool) {
     for (std::int64_t th = begin; th < end; ++th) {
       const std::int64_t t = th / a.n_head, h = th % a.n_head, hk = h / group;
       const float* qs = a.q + (t * a.n_head + h) * a.head_dim;
-      for (std::int64_t d = 0; d < a.head_dim; ++d) q[static_cast<std::size_t>(d)] = fp16_to_fp32(fp32_to_fp16(qs[d]));
+      if (simd != nullptr) {
+        simd->round_f16(qs, q.data(), a.head_dim);
+      } else {
+        for (std::int64_t d = 0; d < a.head_dim; ++d) q[static_cast<std::size_t>(d)] = fp16_to_fp32(fp32_to_fp16(qs[d]));
+      }
       const std::int32_t qp = a.q_pos[t];
       float max = neg_inf;
       for (std::int64_t j = a.n_kv; j < n_kv; ++j) p[static_cast<std::size_t>(j)] = neg_inf;
@@ -90,7 +109,11 @@ void attention(const attention_args& a, thread_pool& pool) {
       const std::int64_t whole = n_kv / 16 * 16;
       for (std::int64_t c = 0; c < whole; c += 16) {
         float* chunk = p.data() + c;
-        for (int l = 0; l < 16; ++l) chunk[l] = ref_expf(chunk[l] - max);
+        if (simd != nullptr) {
+          simd->exp16(chunk, max);
+        } else {
+          for (int l = 0; l < 16; ++l) chunk[l] = ref_expf(chunk[l] - max);
+        }
         sum += reduce16(chunk);
       }
       for (std::int64_t j = whole; j < n_kv; ++j) {
@@ -101,8 +124,11 @@ void attention(const attention_args& a, thread_pool& pool) {
       }
       if (a.sinks != nullptr) sum += std::exp(sink - max);  // the reference adds the sink with the C library's exp
       const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
-      for (std::int64_t j = 0; j < n_kv; ++j) {
-        p[static_cast<std::size_t>(j)] = fp16_to_fp32(fp32_to_fp16(p[static_cast<std::size_t>(j)] * inv));
+      for (std::int64_t j = 0; j < n_kv; ++j) p[static_cast<std::size_t>(j)] *= inv;
+      if (simd != nullptr) {
+        simd->round_f16(p.data(), p.data(), n_kv);
+      } else {
+        for (auto& v : p) v = fp16_to_fp32(fp32_to_fp16(v));
       }
       float* o = a.out + (t * a.n_head + h) * a.head_dim_v;
       for (std::int64_t d = 0; d < a.head_dim_v; ++d) {

@@ -106,3 +106,77 @@ TEST_CASE("an x86-64 processor with AVX2 gets the SIMD matmuls") {
   CHECK(cpu::fast_matmuls().empty());
 #endif
 }
+
+// ---- attention pieces (simd_attention.hpp) against the scalar reference
+
+#include <cmath>
+#include <limits>
+
+#include "ref_math.hpp"
+#include "simd_attention.hpp"
+#include "spite/core/half.hpp"
+
+namespace {
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+}  // namespace
+
+TEST_CASE("the SIMD exp of a 16-key chunk gives the reference exp's bits, masked keys and extremes included") {
+  const auto* simd = cpu::fast_attention();
+  if (simd == nullptr) {
+    WARN("no SIMD attention on this processor; nothing to compare");
+    return;
+  }
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> wide(-200.0f, 0.0f), narrow(-12.0f, 0.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int round = 0; round < 2000; ++round) {
+    float chunk[16], want[16];
+    for (int l = 0; l < 16; ++l) chunk[l] = l % 5 == 0 ? wide(rng) : narrow(rng);
+    if (round % 3 == 0) chunk[round % 16] = -inf;  // a masked key
+    if (round % 7 == 0) chunk[(round + 3) % 16] = -87.5f - static_cast<float>(round % 11);  // subnormal results
+    const float max = round % 2 == 0 ? 0.0f : 1.5f;
+    for (int l = 0; l < 16; ++l) want[l] = cpu::ref_expf(chunk[l] - max);
+    simd->exp16(chunk, max);
+    for (int l = 0; l < 16; ++l) {
+      INFO("lane " << l << ": " << want[l] << " vs " << chunk[l]);
+      REQUIRE(same_bits(want[l], chunk[l]));
+    }
+  }
+}
+
+TEST_CASE("the SIMD f16 dot product, widening and rounding give the reference's bits") {
+  const auto* simd = cpu::fast_attention();
+  if (simd == nullptr) {
+    WARN("no SIMD attention on this processor; nothing to compare");
+    return;
+  }
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (const std::int64_t n : {16, 64, 80, 256, 1024}) {
+    std::vector<float> a(static_cast<std::size_t>(n)), b(a.size()), round_trip(a.size());
+    std::vector<std::uint16_t> h(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a[i] = spite::fp16_to_fp32(spite::fp32_to_fp16(normal(rng)));
+      b[i] = spite::fp16_to_fp32(spite::fp32_to_fp16(normal(rng) * 1e-3f));
+      h[i] = spite::fp32_to_fp16(normal(rng) * (i % 9 == 0 ? 1e-6f : 1.0f));  // subnormal halves too
+    }
+    float lanes[16] = {};
+    for (std::int64_t i = 0; i < n; ++i) lanes[i % 16] += a[static_cast<std::size_t>(i)] * b[static_cast<std::size_t>(i)];
+    CHECK(same_bits(simd->dot16(a.data(), b.data(), n), cpu::reduce16(lanes)));
+
+    std::vector<float> widened(a.size());
+    simd->widen(h.data(), widened.data(), n - 3);  // a tail that is not a multiple of 8
+    for (std::int64_t i = 0; i < n - 3; ++i) CHECK(same_bits(widened[static_cast<std::size_t>(i)], spite::fp16_to_fp32(h[static_cast<std::size_t>(i)])));
+
+    std::vector<float> x(a.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * (i % 13 == 0 ? 1e-6f : (i % 17 == 0 ? 7e4f : 1.0f));
+    simd->round_f16(x.data(), round_trip.data(), n - 5);
+    for (std::int64_t i = 0; i < n - 5; ++i) {
+      const float want = spite::fp16_to_fp32(spite::fp32_to_fp16(x[static_cast<std::size_t>(i)]));
+      INFO(x[static_cast<std::size_t>(i)]);
+      CHECK(same_bits(round_trip[static_cast<std::size_t>(i)], want));
+    }
+  }
+}

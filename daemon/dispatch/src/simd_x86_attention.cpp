@@ -1,0 +1,106 @@
+// AVX2 / FMA / F16C versions of the attention pieces in simd_attention.hpp. Each does per lane
+// exactly what the scalar reference does per element: the same products, additions and fused
+// multiply-adds in the same order, conversions that round the same way (round to nearest even,
+// as F16C does), and ldexp as two exact power-of-two scalings, the second rounding once.
+#include "simd_attention.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "ref_math.hpp"
+
+namespace spite::dispatch::cpu {
+namespace {
+
+#define SPITE_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+SPITE_AVX2 float dot16(const float* a, const float* b, std::int64_t n) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < n; i += 16) {
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8)));
+  }
+  alignas(32) float lanes[16];
+  _mm256_store_ps(lanes, lo);
+  _mm256_store_ps(lanes + 8, hi);
+  return reduce16(lanes);
+}
+
+SPITE_AVX2 void widen(const std::uint16_t* h, float* out, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  }
+  for (; i < n; ++i) out[i] = _cvtsh_ss(h[i]);
+}
+
+SPITE_AVX2 void round_f16(const float* in, float* out, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = _cvtsh_ss(_cvtss_sh(in[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// 2^e for e in [-126, 127], exact.
+SPITE_AVX2 inline __m256 pow2(__m256i e) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23)); }
+
+// ref_expf on 8 lanes.
+SPITE_AVX2 inline __m256 expf8(__m256 x) {
+  const __m256 r = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+  const __m256 n = _mm256_sub_ps(z, r);
+  const __m256 neg_n = _mm256_sub_ps(_mm256_setzero_ps(), n);
+  const __m256 b = _mm256_fmadd_ps(neg_n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                   _mm256_fmadd_ps(neg_n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 j = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+  // ldexp(j, n) for |n| <= 192: two exact scalings by 2^(n/2) and 2^(n - n/2); only the second
+  // can round (to a subnormal or infinity), once, as ldexp does.
+  const __m256i ni = _mm256_cvtps_epi32(n);  // n is an integer already
+  const __m256i half = _mm256_srai_epi32(ni, 1);
+  __m256 result = _mm256_mul_ps(_mm256_mul_ps(j, pow2(half)), pow2(_mm256_sub_epi32(ni, half)));
+  // |n| > 192: infinity or zero; x == -inf: zero.
+  const __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), n), _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+  const __m256 positive = _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_GT_OQ);
+  const __m256 saturated = _mm256_and_ps(positive, _mm256_set1_ps(__builtin_inff()));
+  result = _mm256_blendv_ps(result, saturated, big);
+  const __m256 minus_inf = _mm256_cmp_ps(x, _mm256_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
+  return _mm256_andnot_ps(minus_inf, result);
+}
+
+SPITE_AVX2 void exp16(float* chunk, float max) {
+  const __m256 m = _mm256_set1_ps(max);
+  _mm256_storeu_ps(chunk, expf8(_mm256_sub_ps(_mm256_loadu_ps(chunk), m)));
+  _mm256_storeu_ps(chunk + 8, expf8(_mm256_sub_ps(_mm256_loadu_ps(chunk + 8), m)));
+}
+
+bool usable() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+constexpr attention_simd k_avx2{dot16, widen, round_f16, exp16};
+
+}  // namespace
+
+const attention_simd* fast_attention() {
+  static const bool ok = usable();
+  return ok ? &k_avx2 : nullptr;
+}
+
+}  // namespace spite::dispatch::cpu
+
+#else
+
+namespace spite::dispatch::cpu {
+const attention_simd* fast_attention() { return nullptr; }
+}  // namespace spite::dispatch::cpu
+
+#endif
