@@ -4,7 +4,11 @@
 #include <atomic>
 #include <cstring>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "cpu_kernels.hpp"
+#include "ref_quant.hpp"
 #include "spite/core/log.hpp"
 
 namespace spite::dispatch {
@@ -18,6 +22,27 @@ weight weight_of(const gguf::tensor_info& t, std::int64_t expert) {
   w.data = t.data + static_cast<std::size_t>(expert) * w.row_bytes * static_cast<std::size_t>(w.out);
   w.no_gemm = t.n_dims == 3;
   return w;
+}
+
+namespace {
+std::atomic<bool> g_cpu_repack{true};
+}  // namespace
+
+void set_cpu_repack(bool on) noexcept { g_cpu_repack = on; }
+bool cpu_repack() noexcept { return g_cpu_repack; }
+
+std::size_t pack_for_cpu(weight& w) {
+  if (!cpu_repack() || w.data == nullptr) return 0;
+  const std::size_t bytes = cpu::pack_weight(w);
+  if (bytes > 0) {
+    // The file's pages of this matrix are not read by the packed kernels: let them go from this
+    // process (the page cache keeps them while memory allows).
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = (reinterpret_cast<std::uintptr_t>(w.data) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<std::uintptr_t>(w.data) + w.row_bytes * static_cast<std::size_t>(w.out)) / page * page;
+    if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
+  return bytes;
 }
 
 const op_table& cpu_reference_ops() {

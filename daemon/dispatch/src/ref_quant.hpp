@@ -30,6 +30,8 @@ std::span<const exact_matmul> exact_matmuls_repack();   // Q4_0, IQ4_NL, Q4_K, Q
 // SIMD versions of some of them with bit-identical results, for the processor we run on (empty
 // where it lacks the instructions): simd_x86_avx2.cpp.
 std::span<const exact_matmul> fast_matmuls();
+// Repacks `w` for those kernels where they have a packed layout; the bytes allocated, or 0.
+std::size_t pack_weight(weight& w);
 
 // The exact matmul for a weight type, or null (the generic dequantize-and-dot path is used):
 // the fast one where this processor has one, else the reference.

@@ -262,9 +262,90 @@ SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_bat
   _mm256_storeu_ps(y8, acc);
 }
 
+// ---- Q4_0 packed at load time (pack_weight): per group of 8 rows and per block, the 8 scales
+// (f16), then 4 chunks of 32 bytes where bytes 4r..4r+3 of chunk j are row r's qs[4j..4j+3]
+// (elements 4j..4j+3 in the low nibbles, 16+4j..16+4j+3 in the high ones). A chunk times the
+// 4 activation bytes broadcast to every lane gives each row's partial sum in its own lane: no
+// horizontal sums, and the scales are one load.
+constexpr std::size_t q4_0_packed_block = 16 + 128;
+
+std::size_t pack_q4_0(weight& w) {
+  const std::int64_t nb = w.in / qk0, groups = w.out / 8;
+  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * q4_0_packed_block;
+  auto buffer = std::make_shared_for_overwrite<std::byte[]>(bytes);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (std::int64_t b = 0; b < nb; ++b) {
+      std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * q4_0_packed_block;
+      for (int r = 0; r < 8; ++r) {
+        const auto& blk = reinterpret_cast<const gguf::block_q4_0*>(w.row(8 * g + r))[b];
+        std::memcpy(dst + 2 * r, &blk.d, 2);
+        for (int j = 0; j < 4; ++j) std::memcpy(dst + 16 + 32 * j + 4 * r, blk.qs + 4 * j, 4);
+      }
+    }
+  }
+  w.packed = buffer.get();
+  w.packed_owner = std::move(buffer);
+  return bytes;
+}
+
+inline std::int32_t load_u32(const std::int8_t* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+template <int K>
+SPITE_AVX2 void q4_0_packed_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
+                                 std::int64_t out, float* y) {
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  __m256 acc[K];
+  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * q4_0_packed_block,
+                                  static_cast<std::size_t>(nb) * q4_0_packed_block, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (t0 == 0) ahead.step(b);
+    const std::byte* blk = group + static_cast<std::size_t>(b) * q4_0_packed_block;
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    __m256i lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * j));
+      lo[j] = _mm256_and_si256(v, m);
+      hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+    }
+    for (int k = 0; k < K; ++k) {
+      const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
+      const std::int8_t* xq = xb.q[i].qs;
+      // Eight int16 pair sums of at most 2 * 15 * 127 each: no overflow before the widening.
+      __m256i s16 = _mm256_maddubs_epi16(lo[0], _mm256_set1_epi32(load_u32(xq)));
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[0], _mm256_set1_epi32(load_u32(xq + 16))));
+      for (int j = 1; j < 4; ++j) {
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[j], _mm256_set1_epi32(load_u32(xq + 4 * j))));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[j], _mm256_set1_epi32(load_u32(xq + 16 + 4 * j))));
+      }
+      // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
+      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * xb.sum[i]));
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d[i])), acc[k]);
+    }
+  }
+  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, acc[k]);
+}
+
+void matmul_q4_0_packed(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t nb = w.in / qk0;
+  pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) {
+      const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_0_packed_block;
+      std::int64_t t = 0;
+      for (; t + 4 <= n_tokens; t += 4) q4_0_packed_tile<4>(group, nb, xb, t, w.out, y + 8 * g);
+      for (; t < n_tokens; ++t) q4_0_packed_tile<1>(group, nb, xb, t, w.out, y + 8 * g);
+    }
+  });
+}
+
 void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_0)(w, x, n_tokens, y, pool);
   const q8_0_batch xb(x, w.in, n_tokens);
+  if (w.packed != nullptr) return matmul_q4_0_packed(w, xb, n_tokens, y, pool);
   if (n_tokens < 4) {
     pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
       for (std::int64_t g = begin; g < end; ++g) {
@@ -578,12 +659,19 @@ std::span<const exact_matmul> fast_matmuls() {
   return k_table;
 }
 
+std::size_t pack_weight(weight& w) {
+  if (fast_matmuls().empty() || w.packed != nullptr || w.out % 8 != 0) return 0;
+  if (w.type == tensor_type::q4_0) return pack_q4_0(w);
+  return 0;
+}
+
 }  // namespace spite::dispatch::cpu
 
 #else  // not x86-64: the reference kernels only
 
 namespace spite::dispatch::cpu {
 std::span<const exact_matmul> fast_matmuls() { return {}; }
+std::size_t pack_weight(weight&) { return 0; }
 }  // namespace spite::dispatch::cpu
 
 #endif

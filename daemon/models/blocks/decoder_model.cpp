@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "spite/core/log.hpp"
+
 namespace spite::models {
 namespace {
 
@@ -114,9 +116,11 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
       a.q_norm = b.vec(layer_tensor(il, "attn_q_norm.weight"), D);
       a.k_norm = b.vec(layer_tensor(il, "attn_k_norm.weight"), D);
     }
-
   }
   SPITE_TRY(b.status());
+  if (b.packed_bytes() > 0) {
+    log::info(hp.arch, " model: ", b.packed_bytes() >> 20, " MiB of weights repacked for the CPU kernels");
+  }
 
   decoder_config& c = m->config;
   c.rope = hp.rope;

@@ -63,6 +63,7 @@ linear binder::matrix(const std::string& name, std::int64_t in, std::int64_t out
     return l;
   }
   l.w = dispatch::weight_of(*t);
+  packed_bytes_ += dispatch::pack_for_cpu(l.w);
   l.bias = vec(name + ".bias", out, true);
   return l;
 }

@@ -35,12 +35,15 @@ class binder {
   std::vector<float> values(const std::string& name, std::initializer_list<std::int64_t> shape, bool optional = false);
 
   result<void> status() const;
+  // Bytes of weights repacked for the CPU kernels so far (dispatch::pack_for_cpu).
+  std::size_t packed_bytes() const noexcept { return packed_bytes_; }
 
  private:
   void fail(std::string message);
   const gguf::file& file_;
   std::string arch_;
   std::optional<error> error_;
+  std::size_t packed_bytes_ = 0;
 };
 
 // "blk.<layer>.<name>"

@@ -27,6 +27,7 @@
 #include "spite/config/config.hpp"
 #include "spite/control/client.hpp"
 #include "spite/core/log.hpp"
+#include "spite/dispatch/tensor.hpp"
 
 namespace {
 
@@ -111,6 +112,7 @@ daemon::service_options service_options_from(const config::daemon_config& cfg, c
     }
   }
   options.threads = f.threads >= 0 ? f.threads : static_cast<int>(cfg.inference.threads);
+  dispatch::set_cpu_repack(cfg.inference.repack_weights);
   options.max_concurrent = static_cast<int>(cfg.server.max_concurrent);
   options.queue_size = static_cast<int>(cfg.server.queue_size);
   options.n_ctx = static_cast<std::int32_t>(cfg.inference.n_ctx);

@@ -70,6 +70,7 @@ TEST_CASE("an empty file gives the safe defaults", "[config]") {
   CHECK(c->inference.threads == 0);
   CHECK(c->inference.n_ctx == 0);
   CHECK(c->inference.batch_size == 512);
+  CHECK(c->inference.repack_weights);
   CHECK(c->kernels.dirs.empty());
   CHECK(c->sampling.temperature == Approx(0.8f));
   CHECK(c->sampling.top_k == 40);
@@ -142,6 +143,7 @@ path        = "models/model.gguf"
 [inference]
 n_ctx       = 4096    # context length
 n_threads   = 4       # CPU fallback threads
+repack_weights = false
 
 [sampling]
 temperature = 1.0
@@ -155,6 +157,7 @@ top_p       = 0.95
   CHECK(c->models[0].path == dir.root / "models/model.gguf");
   CHECK(c->inference.threads == 4);
   CHECK(c->inference.n_ctx == 4096);
+  CHECK_FALSE(c->inference.repack_weights);
   CHECK(c->sampling.temperature == Approx(1.0f));
   CHECK(c->sampling.top_p == Approx(0.95f));
 }

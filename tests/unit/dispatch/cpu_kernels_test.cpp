@@ -81,6 +81,16 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
           std::size_t differing = 0;
           for (std::size_t i = 0; i < want.size(); ++i) differing += std::memcmp(&want[i], &got[i], sizeof(float)) != 0;
           CHECK(differing == 0);
+          // The load-time packed layout, where the type has one.
+          spite::dispatch::weight packed = m.w;
+          if (cpu::pack_weight(packed) > 0) {
+            REQUIRE(packed.packed != nullptr);
+            std::vector<float> got_packed(want.size(), -1.0f);
+            fast(packed, x.data(), n_tokens, got_packed.data(), pool);
+            std::size_t differing_packed = 0;
+            for (std::size_t i = 0; i < want.size(); ++i) differing_packed += std::memcmp(&want[i], &got_packed[i], sizeof(float)) != 0;
+            CHECK(differing_packed == 0);
+          }
         }
       }
     }
@@ -93,6 +103,23 @@ TEST_CASE("the SIMD Q8_0 matmul gives the reference's bits") { check_bit_identic
 TEST_CASE("the SIMD Q4_0 matmul gives the reference's bits") { check_bit_identical(tensor_type::q4_0, 32); }
 TEST_CASE("the SIMD Q4_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q4_K, 256); }
 TEST_CASE("the SIMD Q6_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q6_K, 256); }
+
+TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left alone") {
+  if (fast_for(tensor_type::q4_0) == nullptr) {
+    WARN("no SIMD matmul on this processor; nothing is packed");
+    return;
+  }
+  std::mt19937 rng(3);
+  quantized_matrix eight = random_matrix(tensor_type::q4_0, 64, 16, rng);
+  CHECK(cpu::pack_weight(eight.w) == eight.bytes.size());
+  CHECK(eight.w.packed != nullptr);
+  CHECK(cpu::pack_weight(eight.w) == 0);  // already packed
+  quantized_matrix odd = random_matrix(tensor_type::q4_0, 64, 13, rng);
+  CHECK(cpu::pack_weight(odd.w) == 0);
+  CHECK(odd.w.packed == nullptr);
+  quantized_matrix q8 = random_matrix(tensor_type::q8_0, 64, 16, rng);
+  CHECK(cpu::pack_weight(q8.w) == 0);
+}
 
 TEST_CASE("an x86-64 processor with AVX2 gets the SIMD matmuls") {
 #if defined(__x86_64__)

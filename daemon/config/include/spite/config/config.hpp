@@ -72,6 +72,7 @@ struct inference_config {
   std::uint32_t n_ctx = 0;       // 0: the model's default
   std::uint32_t batch_size = 512;
   std::uint64_t memory_limit_mib = 0;  // models must fit in this; 0: what the machine (or cgroup) has available
+  bool repack_weights = true;  // copy weights into the CPU kernels' packed layouts at load time
 };
 
 struct kernels_config {

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "spite/gguf/file.hpp"
 
@@ -19,6 +20,10 @@ struct weight {
   // reduction order differs for float weights): expert matrices (set by weight_of for 3-D
   // tensors) and matrices it applies to strided activations.
   bool no_gemm = false;
+  // The same matrix repacked at load time for this processor's CPU kernels (pack_for_cpu), or
+  // null. `data` stays valid: other kernels read the file's layout.
+  const std::byte* packed = nullptr;
+  std::shared_ptr<const std::byte[]> packed_owner;
 
   bool empty() const noexcept { return data == nullptr; }
   const std::byte* row(std::int64_t r) const noexcept { return data + static_cast<std::size_t>(r) * row_bytes; }
@@ -26,5 +31,14 @@ struct weight {
 
 // The matrix of a tensor, or expert `e` of a {in, out, n_expert} tensor.
 weight weight_of(const gguf::tensor_info& t, std::int64_t expert = 0);
+
+// Load-time repacking: where the built-in CPU kernels have a faster layout for this weight type
+// on this processor (Q4_0: eight rows interleaved per block), a packed copy is made and kept with
+// the weight, and the file's pages of the matrix are released from this process (they are read
+// again from the page cache if another kernel needs them). Returns the bytes allocated (0: the
+// weight stays as it is). Off: set_cpu_repack(false), e.g. from [inference] repack_weights.
+std::size_t pack_for_cpu(weight& w);
+void set_cpu_repack(bool on) noexcept;
+bool cpu_repack() noexcept;
 
 }  // namespace spite::dispatch
