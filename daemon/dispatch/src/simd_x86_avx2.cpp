@@ -507,12 +507,133 @@ SPITE_AVX2 void q4_K_fused_rows8(const weight& w, std::int64_t o, const gguf::bl
   _mm256_storeu_ps(y8, _mm256_sub_ps(a, am));
 }
 
+// ---- Q4_K packed at load time (pack_weight). Per group of 8 rows and super-block:
+//   d[8], dmin[8] (f16); scales[8 sub-blocks][8 rows] (u8); mins[4 pairs][8 rows][2] (u8);
+//   quants[4][8 chunks] of 32 bytes: bytes 4r..4r+3 of chunk c of j are row r's
+//   qs[32j + 4c .. 32j + 4c + 3] (sub-block 2j in the low nibbles, 2j + 1 in the high ones).
+// Each row's sums land in its own lanes, as in the reference's repacked kernel.
+constexpr std::size_t q4_K_packed_block = 32 + 64 + 64 + 1024;
+
+std::size_t pack_q4_K(weight& w) {
+  const std::int64_t nb = w.in / qkk, groups = w.out / 8;
+  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * q4_K_packed_block;
+  auto buffer = std::make_shared_for_overwrite<std::byte[]>(bytes);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (std::int64_t b = 0; b < nb; ++b) {
+      std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * q4_K_packed_block;
+      auto* sc = reinterpret_cast<std::uint8_t*>(dst + 32);
+      auto* mn = reinterpret_cast<std::uint8_t*>(dst + 96);
+      for (int r = 0; r < 8; ++r) {
+        const auto& blk = reinterpret_cast<const gguf::block_q4_K*>(w.row(8 * g + r))[b];
+        std::memcpy(dst + 2 * r, &blk.d, 2);
+        std::memcpy(dst + 16 + 2 * r, &blk.dmin, 2);
+        std::uint32_t sm[4];
+        scales_mins_k4(blk.scales, sm);
+        const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
+        for (int sb = 0; sb < 8; ++sb) {
+          sc[8 * sb + r] = s8[sb];
+          mn[16 * (sb / 2) + 2 * r + sb % 2] = s8[8 + sb];
+        }
+        for (int j = 0; j < 4; ++j) {
+          for (int c = 0; c < 8; ++c) std::memcpy(dst + 160 + 256 * j + 32 * c + 4 * r, blk.qs + 32 * j + 4 * c, 4);
+        }
+      }
+    }
+  }
+  w.packed = buffer.get();
+  w.packed_owner = std::move(buffer);
+  return bytes;
+}
+
+// Eight u8 scales (one per row) as int16 pairs (s, s) per int32 lane, for madd.
+SPITE_AVX2 inline __m256i row_scales(const std::uint8_t* s) {
+  std::int64_t v;
+  std::memcpy(&v, s, 8);
+  const __m256i w = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v));
+  return _mm256_or_si256(w, _mm256_slli_epi32(w, 16));
+}
+
+template <int K>
+SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
+                                 std::int64_t ng, std::int64_t out, float* y) {
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  __m256 acc[K], acc_min[K];
+  for (int k = 0; k < K; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
+  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * q4_K_packed_block,
+                                  static_cast<std::size_t>(nb) * q4_K_packed_block, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (t0 == 0) ahead.step(b);
+    const std::byte* blk = group + static_cast<std::size_t>(b) * q4_K_packed_block;
+    const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + 32);
+    const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + 96);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+    __m256i is[K], ms[K];
+    for (int k = 0; k < K; ++k) is[k] = ms[k] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      __m256i lo[8], hi[8];
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 160 + 256 * j + 32 * c));
+        lo[c] = _mm256_and_si256(v, m);
+        hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+      }
+      const __m256i s_lo = row_scales(sc + 16 * j), s_hi = row_scales(sc + 16 * j + 8);
+      const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16 * j)));
+      for (int k = 0; k < K; ++k) {
+        const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
+        const std::int8_t* x0 = x.qs + 64 * j;
+        // Eight int16 pair sums of at most 2 * 15 * 128 each per sub-block: no overflow.
+        __m256i a0 = _mm256_maddubs_epi16(lo[0], _mm256_set1_epi32(load_u32(x0)));
+        __m256i a1 = _mm256_maddubs_epi16(hi[0], _mm256_set1_epi32(load_u32(x0 + 32)));
+        for (int c = 1; c < 8; ++c) {
+          a0 = _mm256_add_epi16(a0, _mm256_maddubs_epi16(lo[c], _mm256_set1_epi32(load_u32(x0 + 4 * c))));
+          a1 = _mm256_add_epi16(a1, _mm256_maddubs_epi16(hi[c], _mm256_set1_epi32(load_u32(x0 + 32 + 4 * c))));
+        }
+        const __m256i pair = _mm256_add_epi32(_mm256_madd_epi16(a0, s_lo), _mm256_madd_epi16(a1, s_hi));
+        const std::uint32_t bp = static_cast<std::uint16_t>(x.bsums[4 * j] + x.bsums[4 * j + 1]) |
+                                 (static_cast<std::uint32_t>(static_cast<std::uint16_t>(x.bsums[4 * j + 2] + x.bsums[4 * j + 3])) << 16);
+        const __m256i pair_min = _mm256_madd_epi16(mins, _mm256_set1_epi32(static_cast<int>(bp)));
+        if (t0 + k < ng) {  // GEMM rows: one fma per pair of sub-blocks
+          const __m256 xd = _mm256_set1_ps(x.d);
+          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair), _mm256_mul_ps(dw, xd), acc[k]);
+          acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_min), _mm256_mul_ps(dmw, xd), acc_min[k]);
+        } else {
+          is[k] = _mm256_add_epi32(is[k], pair);
+          ms[k] = _mm256_add_epi32(ms[k], pair_min);
+        }
+      }
+    }
+    for (int k = 0; k < K; ++k) {
+      if (t0 + k >= ng) {  // GEMV rows: one fma per super-block
+        const __m256 xd = _mm256_set1_ps(xq[(t0 + k) * nb + b].d);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[k]), _mm256_mul_ps(dw, xd), acc[k]);
+        acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms[k]), _mm256_mul_ps(dmw, xd), acc_min[k]);
+      }
+    }
+  }
+  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(acc[k], acc_min[k]));
+}
+
+void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
+                        thread_pool& pool) {
+  const std::int64_t nb = w.in / qkk;
+  pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) {
+      const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_K_packed_block;
+      std::int64_t t = 0;
+      for (; t + 4 <= n_tokens; t += 4) q4_K_packed_tile<4>(group, nb, xq, t, ng, w.out, y + 8 * g);
+      for (; t < n_tokens; ++t) q4_K_packed_tile<1>(group, nb, xq, t, ng, w.out, y + 8 * g);
+    }
+  });
+}
+
 void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_K)(w, x, n_tokens, y, pool);
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq;
   quantize_rows_q8_K(w, x, n_tokens, true, xq);
   const std::int64_t ng = gemm_rows(n_tokens);
+  if (w.packed != nullptr) return matmul_q4_K_packed(w, xq.data(), n_tokens, ng, y, pool);
   if (ng == 0) {
     pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
       for (std::int64_t g = begin; g < end; ++g) {
@@ -662,6 +783,7 @@ std::span<const exact_matmul> fast_matmuls() {
 std::size_t pack_weight(weight& w) {
   if (fast_matmuls().empty() || w.packed != nullptr || w.out % 8 != 0) return 0;
   if (w.type == tensor_type::q4_0) return pack_q4_0(w);
+  if (w.type == tensor_type::q4_K) return pack_q4_K(w);
   return 0;
 }
 

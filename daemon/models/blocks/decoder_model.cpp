@@ -119,7 +119,8 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
   }
   SPITE_TRY(b.status());
   if (b.packed_bytes() > 0) {
-    log::info(hp.arch, " model: ", b.packed_bytes() >> 20, " MiB of weights repacked for the CPU kernels");
+    log::info(hp.arch, " model: ", (b.packed_bytes() + (1u << 19)) >> 20, " MiB of weights (", b.packed_bytes(),
+              " bytes) repacked for the CPU kernels");
   }
 
   decoder_config& c = m->config;
