@@ -8,7 +8,7 @@
 
 #include "cpu_kernels.hpp"
 #include "ref_math.hpp"
-#include "simd_attention.hpp"
+#include "simd_math.hpp"
 #include "spite/core/half.hpp"
 
 namespace spite::dispatch::cpu {
@@ -19,7 +19,7 @@ namespace {
 // dot product: 64-element blocks in four lane groups, the tail summed in double.
 float dot_f16(const float* a, const float* b, std::int64_t n, std::int64_t stride_b = 1) {
   if (n % 16 == 0 && stride_b == 1) {
-    if (const attention_simd* simd = fast_attention()) return simd->dot16(a, b, n);
+    if (const simd_math* simd = fast_math()) return simd->dot16(a, b, n);
   }
   if (n % 16 == 0) {
     float lanes[16] = {};
@@ -49,7 +49,7 @@ void attention(const attention_args& a, thread_pool& pool) {
   const std::int64_t kv_stride = a.n_head_kv * a.head_dim, v_stride = a.n_head_kv * a.head_dim_v;
   // Keys widened once; values widened and transposed ([n_kv] per head and dimension) so that
   // V.p walks the keys contiguously, as the reference's transposed V cache does.
-  const attention_simd* simd = fast_attention();
+  const simd_math* simd = fast_math();
   std::vector<float> k(static_cast<std::size_t>(a.n_kv * kv_stride));
   if (simd != nullptr) {
     simd->widen(a.k, k.data(), static_cast<std::int64_t>(k.size()));

@@ -6,6 +6,7 @@
 
 #include "cpu_kernels.hpp"
 #include "ref_math.hpp"
+#include "simd_math.hpp"
 #include "spite/core/half.hpp"
 
 namespace spite::dispatch::cpu {
@@ -82,8 +83,13 @@ void rope(const rope_args& a) {
 
 void swiglu(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows) {
   const std::int64_t vector_part = n / 16 * 16;  // the reference's vector exp covers whole chunks
+  const simd_math* simd = fast_math();
   for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t i = 0;
+    if (simd != nullptr) {
+      for (; i < vector_part; i += 16) simd->swiglu16(g + r * n + i, u + r * n + i, h + r * n + i);
+    }
+    for (; i < n; ++i) {
       const std::int64_t k = r * n + i;
       h[k] = ref_silu(g[k], i < vector_part) * u[k];
     }

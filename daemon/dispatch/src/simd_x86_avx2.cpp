@@ -705,35 +705,47 @@ SPITE_AVX2 float q6_K_dot(const gguf::block_q6_K* w, const std::uint8_t* q, cons
   return reduce8_vec(acc);
 }
 
-// Decode: the quants built in registers where they are used.
-SPITE_AVX2 float q6_K_fused(const gguf::block_q6_K* w, const gguf::block_q8_K* x, std::int64_t nb, bool first) {
+// Decode: the quants built in registers where they are used, R rows at a time (several rows in
+// flight stream from memory faster); each row keeps its own 8 lanes, as in the reference.
+template <int R>
+SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8_K* x, bool first, float* y) {
+  const std::int64_t nb = w.in / qkk;
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-  __m256 acc = _mm256_setzero_ps();
-  const next_group_prefetch ahead(reinterpret_cast<const std::byte*>(w + nb), static_cast<std::size_t>(nb) * sizeof *w, nb);
+  const gguf::block_q6_K* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_q6_K*>(w.row(o + r));
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (first) ahead.step(b);
-    const std::int8_t* sc = w[b].scales;
-    __m256i lanes = _mm256_setzero_si256();
-    for (int c = 0; c < 2; ++c) {
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * c));
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * c));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * c + 32));
-      for (int k = 0; k < 4; ++k) {
-        const __m256i l = (k & 1) != 0 ? l1 : l0;
-        const __m256i nib = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-        const __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * k), m2), 4));
-        const int g = 4 * c + k;
-        const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * g));
-        lanes = _mm256_add_epi32(lanes, dot_lanes_scaled(q, xv, scales));
-      }
-    }
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
-    lanes = _mm256_sub_epi32(lanes, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(w[b].d)), _mm256_cvtepi32_ps(lanes), acc);
+    for (int r = 0; r < R; ++r) {
+      const gguf::block_q6_K& blk = rows[r][b];
+      const std::int8_t* sc = blk.scales;
+      __m256i lanes = _mm256_setzero_si256();
+      for (int c = 0; c < 2; ++c) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * c));
+        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c));
+        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c + 32));
+        for (int k = 0; k < 4; ++k) {
+          // Element 128c + 32k + l: nibble of ql[64c + 32(k & 1) + l] (low for k < 2) with bits
+          // 2k..2k+1 of qh[32c + l] above it.
+          const __m256i l = (k & 1) != 0 ? l1 : l0;
+          const __m256i nib = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+          const __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * k), m2), 4));
+          const int g = 4 * c + k;
+          const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * g));
+          lanes = _mm256_add_epi32(lanes, dot_lanes_scaled(q, xv, scales));
+        }
+      }
+      // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      lanes = _mm256_sub_epi32(lanes, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(blk.d)), _mm256_cvtepi32_ps(lanes), acc[r]);
+    }
   }
-  return reduce8_vec(acc);
+  for (int r = 0; r < R; ++r) y[o + r] = reduce8_vec(acc[r]);
 }
 
 void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
@@ -742,10 +754,15 @@ void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
   for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
   const std::int64_t out = w.out;
   if (n_tokens < 4) {
-    pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
-      for (std::int64_t o = begin; o < end; ++o) {
-        const auto* row = reinterpret_cast<const gguf::block_q6_K*>(w.row(o));
-        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = q6_K_fused(row, xq.data() + t * nb, nb, t == 0);
+    pool.parallel_for((out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
+      for (std::int64_t g = begin; g < end; ++g) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) {
+          if (4 * g + 4 <= out) {
+            q6_K_fused<4>(w, 4 * g, xq.data() + t * nb, t == 0, y + t * out);
+          } else {
+            for (std::int64_t o = 4 * g; o < out; ++o) q6_K_fused<1>(w, o, xq.data() + t * nb, t == 0, y + t * out);
+          }
+        }
       }
     });
     return;

@@ -134,13 +134,13 @@ TEST_CASE("an x86-64 processor with AVX2 gets the SIMD matmuls") {
 #endif
 }
 
-// ---- attention pieces (simd_attention.hpp) against the scalar reference
+// ---- attention pieces (simd_math.hpp) against the scalar reference
 
 #include <cmath>
 #include <limits>
 
 #include "ref_math.hpp"
-#include "simd_attention.hpp"
+#include "simd_math.hpp"
 #include "spite/core/half.hpp"
 
 namespace {
@@ -150,7 +150,7 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 }  // namespace
 
 TEST_CASE("the SIMD exp of a 16-key chunk gives the reference exp's bits, masked keys and extremes included") {
-  const auto* simd = cpu::fast_attention();
+  const auto* simd = cpu::fast_math();
   if (simd == nullptr) {
     WARN("no SIMD attention on this processor; nothing to compare");
     return;
@@ -174,7 +174,7 @@ TEST_CASE("the SIMD exp of a 16-key chunk gives the reference exp's bits, masked
 }
 
 TEST_CASE("the SIMD f16 dot product, widening and rounding give the reference's bits") {
-  const auto* simd = cpu::fast_attention();
+  const auto* simd = cpu::fast_math();
   if (simd == nullptr) {
     WARN("no SIMD attention on this processor; nothing to compare");
     return;
@@ -204,6 +204,28 @@ TEST_CASE("the SIMD f16 dot product, widening and rounding give the reference's 
       const float want = spite::fp16_to_fp32(spite::fp32_to_fp16(x[static_cast<std::size_t>(i)]));
       INFO(x[static_cast<std::size_t>(i)]);
       CHECK(same_bits(round_trip[static_cast<std::size_t>(i)], want));
+    }
+  }
+}
+
+TEST_CASE("the SIMD SwiGLU gives the reference's bits on vector lanes") {
+  const auto* simd = cpu::fast_math();
+  if (simd == nullptr) {
+    WARN("no SIMD math on this processor; nothing to compare");
+    return;
+  }
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (int round = 0; round < 2000; ++round) {
+    float g[16], u[16], h[16];
+    for (int l = 0; l < 16; ++l) {
+      g[l] = normal(rng) * (l == round % 16 ? 30.0f : 1.0f);  // large |x|: exp overflows or vanishes
+      u[l] = normal(rng);
+    }
+    simd->swiglu16(g, u, h);
+    for (int l = 0; l < 16; ++l) {
+      INFO(g[l]);
+      REQUIRE(same_bits(h[l], cpu::ref_silu(g[l], true) * u[l]));
     }
   }
 }

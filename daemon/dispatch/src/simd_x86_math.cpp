@@ -1,8 +1,8 @@
-// AVX2 / FMA / F16C versions of the attention pieces in simd_attention.hpp. Each does per lane
+// AVX2 / FMA / F16C versions of the attention pieces in simd_math.hpp. Each does per lane
 // exactly what the scalar reference does per element: the same products, additions and fused
 // multiply-adds in the same order, conversions that round the same way (round to nearest even,
 // as F16C does), and ldexp as two exact power-of-two scalings, the second rounding once.
-#include "simd_attention.hpp"
+#include "simd_math.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -81,16 +81,25 @@ SPITE_AVX2 void exp16(float* chunk, float max) {
   _mm256_storeu_ps(chunk + 8, expf8(_mm256_sub_ps(_mm256_loadu_ps(chunk + 8), m)));
 }
 
+SPITE_AVX2 void swiglu16(const float* g, const float* u, float* h) {
+  const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+  for (int i = 0; i < 16; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    const __m256 e = expf8(_mm256_sub_ps(zero, x));
+    _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+  }
+}
+
 bool usable() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
-constexpr attention_simd k_avx2{dot16, widen, round_f16, exp16};
+constexpr simd_math k_avx2{dot16, widen, round_f16, exp16, swiglu16};
 
 }  // namespace
 
-const attention_simd* fast_attention() {
+const simd_math* fast_math() {
   static const bool ok = usable();
   return ok ? &k_avx2 : nullptr;
 }
@@ -100,7 +109,7 @@ const attention_simd* fast_attention() {
 #else
 
 namespace spite::dispatch::cpu {
-const attention_simd* fast_attention() { return nullptr; }
+const simd_math* fast_math() { return nullptr; }
 }  // namespace spite::dispatch::cpu
 
 #endif

@@ -1,20 +1,23 @@
-// SIMD twins of the scalar pieces of the reference attention (cpu_attention.cpp) that give the
-// same bits: the 16-lane f16 dot product, f16 widening and rounding, and the vector exp of a
-// 16-key chunk. Null where the processor lacks AVX2 / FMA / F16C (simd_x86_attention.cpp).
+// SIMD twins of scalar pieces of the reference ops (cpu_attention.cpp, cpu_ops.cpp) that give
+// the same bits: the 16-lane f16 dot product, f16 widening and rounding, the vector exp of a
+// 16-key chunk and SwiGLU over 16 elements. Null where the processor lacks AVX2 / FMA / F16C
+// (simd_x86_math.cpp).
 #pragma once
 
 #include <cstdint>
 
 namespace spite::dispatch::cpu {
 
-struct attention_simd {
+struct simd_math {
   // 16 lane sums of products (no fused multiply-add), reduced as reduce16; n % 16 == 0.
   float (*dot16)(const float* a, const float* b, std::int64_t n);
   void (*widen)(const std::uint16_t* h, float* out, std::int64_t n);      // f16 -> f32
   void (*round_f16)(const float* in, float* out, std::int64_t n);          // f32 -> f16 -> f32
   void (*exp16)(float* chunk, float max);  // chunk[l] = ref_expf(chunk[l] - max), l < 16
+  // h[l] = g[l] / (1 + ref_expf(-g[l])) * u[l], l < 16 (ref_silu on a vector lane)
+  void (*swiglu16)(const float* g, const float* u, float* h);
 };
 
-const attention_simd* fast_attention();
+const simd_math* fast_math();
 
 }  // namespace spite::dispatch::cpu
