@@ -91,7 +91,7 @@ SPITE_AVX2 inline __m256 gather_scales8(const std::byte* row0, std::size_t strid
   return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
 }
 
-inline float reduce8_vec(__m256 v) {
+SPITE_AVX2 inline float reduce8_vec(__m256 v) {
   alignas(32) float lanes[8];
   std::memcpy(lanes, &v, sizeof lanes);
   return reduce8(lanes);
@@ -660,15 +660,29 @@ void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
 // the 16-element scales, the -32 offset through the activation sums, one fma per super-block).
 
 struct q6_K_row {
-  std::vector<std::uint8_t> q;  // element order, 0..63
+  std::vector<std::uint8_t> q;    // element order, 0..63
+  std::vector<std::int16_t> scales;   // 16 per 32 elements: sc[2g] x 8, sc[2g+1] x 8
+  std::vector<std::int16_t> offsets;  // 16 per super-block: its scales, for the -32 term
   std::vector<float> d;
-  explicit q6_K_row(std::int64_t in) : q(static_cast<std::size_t>(in)), d(static_cast<std::size_t>(in / qkk)) {}
+  explicit q6_K_row(std::int64_t in)
+      : q(static_cast<std::size_t>(in)),
+        scales(static_cast<std::size_t>(in / 32 * 16)),
+        offsets(static_cast<std::size_t>(in / qkk * 16)),
+        d(static_cast<std::size_t>(in / qkk)) {}
 };
 
-SPITE_AVX2 void unpack_q6_K_row(const gguf::block_q6_K* w, std::int64_t nb, std::uint8_t* q, float* d) {
+SPITE_AVX2 void unpack_q6_K_row(const gguf::block_q6_K* w, std::int64_t nb, q6_K_row& r) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  std::uint8_t* q = r.q.data();
   for (std::int64_t b = 0; b < nb; ++b) {
-    d[b] = _cvtsh_ss(w[b].d);
+    const std::int8_t* sc = w[b].scales;
+    r.d[static_cast<std::size_t>(b)] = _cvtsh_ss(w[b].d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.offsets.data() + 16 * b),
+                        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))));
+    for (int g = 0; g < 8; ++g) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.scales.data() + 16 * (8 * b + g)),
+                          _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g])));
+    }
     // Element 128c + 32k + l: nibble of ql[64c + 32(k & 1) + l] (low for k < 2) with bits
     // 2k..2k+1 of qh[32c + l] above it.
     for (int c = 0; c < 2; ++c) {
@@ -684,25 +698,32 @@ SPITE_AVX2 void unpack_q6_K_row(const gguf::block_q6_K* w, std::int64_t nb, std:
   }
 }
 
-SPITE_AVX2 float q6_K_dot(const gguf::block_q6_K* w, const std::uint8_t* q, const float* dw,
-                          const gguf::block_q8_K* x, std::int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
+// K activation rows against one unpacked row; each keeps its own 8 lanes.
+template <int K>
+SPITE_AVX2 void q6_K_dot(const q6_K_row& r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                         std::int64_t out, std::int64_t o, float* y) {
+  __m256 acc[K];
+  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
-    const std::int8_t* sc = w[b].scales;
-    __m256i lanes = _mm256_setzero_si256();
+    __m256i lanes[K];
+    for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
     for (int g = 0; g < 8; ++g) {
-      const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
-      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + b * qkk + 32 * g));
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * g));
-      lanes = _mm256_add_epi32(lanes, dot_lanes_scaled(qv, xv, scales));
+      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.q.data() + b * qkk + 32 * g));
+      const __m256i scales = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.scales.data() + 16 * (8 * b + g)));
+      for (int k = 0; k < K; ++k) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
+        lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(qv, xv, scales));
+      }
     }
-    // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
-    lanes = _mm256_sub_epi32(lanes, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * dw[b]), _mm256_cvtepi32_ps(lanes), acc);
+    for (int k = 0; k < K; ++k) {
+      const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
+      // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
+      const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.offsets.data() + 16 * b)), bs), 5));
+      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * r.d[static_cast<std::size_t>(b)]), _mm256_cvtepi32_ps(l), acc[k]);
+    }
   }
-  return reduce8_vec(acc);
+  for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = reduce8_vec(acc[k]);
 }
 
 // Decode: the quants built in registers where they are used, R rows at a time (several rows in
@@ -770,9 +791,10 @@ void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
     q6_K_row r(w.in);
     for (std::int64_t o = begin; o < end; ++o) {
-      const auto* row = reinterpret_cast<const gguf::block_q6_K*>(w.row(o));
-      unpack_q6_K_row(row, nb, r.q.data(), r.d.data());
-      for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = q6_K_dot(row, r.q.data(), r.d.data(), xq.data() + t * nb, nb);
+      unpack_q6_K_row(reinterpret_cast<const gguf::block_q6_K*>(w.row(o)), nb, r);
+      std::int64_t t = 0;
+      for (; t + 4 <= n_tokens; t += 4) q6_K_dot<4>(r, xq.data(), nb, t, out, o, y);
+      for (; t < n_tokens; ++t) q6_K_dot<1>(r, xq.data(), nb, t, out, o, y);
     }
   });
 }
