@@ -1,0 +1,150 @@
+// Shared pieces of the x86 SIMD kernels (simd_x86_*.cpp): the target attributes, lane
+// helpers, the activation batch of the Q8_0 family, the load-time packed layouts and the
+// per-file entry points. Internal to spite::dispatch; x86-64 only.
+#pragma once
+
+#include "ref_quant.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#include "spite/core/half.hpp"
+
+// Functions carry target attributes instead of their files a -mavx2 flag: header code
+// (std::vector, ...) instantiated in those files must stay baseline code, as the linker may keep
+// that copy for the whole program.
+#define SPITE_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace spite::dispatch::cpu::x86 {
+
+constexpr int qk0 = gguf::qk_legacy;
+constexpr int qkk = gguf::qk_k;
+
+// ---- building blocks
+
+// Eight vectors of eight int32 partial sums to one vector whose lane r is the total of vector r.
+SPITE_AVX2 inline __m256i transpose_sum8(const __m256i* v) {
+  const __m256i s01 = _mm256_hadd_epi32(v[0], v[1]);
+  const __m256i s23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i s45 = _mm256_hadd_epi32(v[4], v[5]);
+  const __m256i s67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i s0123 = _mm256_hadd_epi32(s01, s23);  // [r0..r3 low halves | r0..r3 high halves]
+  const __m256i s4567 = _mm256_hadd_epi32(s45, s67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
+                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
+}
+
+// Unsigned bytes times signed bytes: int32 lane j holds the sum of products 4j..4j+3 (exact:
+// the int16 pair sums cannot saturate for quants below 64 or |weights| <= 128 with |x| <= 127).
+SPITE_AVX2 inline __m256i dot_lanes(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// The same, each int16 pair sum multiplied by `scales` first.
+SPITE_AVX2 inline __m256i dot_lanes_scaled(__m256i u, __m256i s, __m256i scales) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales);
+}
+
+// The 32 quants of a Q4_0 block (0..15, element order: low nibbles, then high nibbles).
+SPITE_AVX2 inline __m256i nibbles32(const std::uint8_t* qs) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+}
+
+
+SPITE_AVX2 inline __m128i insert_half(__m128i h, gguf::half_bits v, int r) {
+  switch (r) {
+    case 0: return _mm_insert_epi16(h, v, 0);
+    case 1: return _mm_insert_epi16(h, v, 1);
+    case 2: return _mm_insert_epi16(h, v, 2);
+    case 3: return _mm_insert_epi16(h, v, 3);
+    case 4: return _mm_insert_epi16(h, v, 4);
+    case 5: return _mm_insert_epi16(h, v, 5);
+    case 6: return _mm_insert_epi16(h, v, 6);
+    default: return _mm_insert_epi16(h, v, 7);
+  }
+}
+
+
+SPITE_AVX2 inline float reduce8_vec(__m256 v) {
+  alignas(32) float lanes[8];
+  std::memcpy(lanes, &v, sizeof lanes);
+  return reduce8(lanes);
+}
+
+// Decode streams each weight once. A group of rows is a contiguous region and the next group
+// follows it, so while one group is multiplied the next one is prefetched at the same pace:
+// rows of a few KiB are too short for the hardware prefetchers to ramp up on by themselves.
+struct next_group_prefetch {
+  const char* next;
+  std::size_t per_block;  // bytes of the next group to touch per block step
+  next_group_prefetch(const std::byte* group_end, std::size_t group_bytes, std::int64_t nb)
+      : next(reinterpret_cast<const char*>(group_end)), per_block((group_bytes + static_cast<std::size_t>(nb) - 1) / static_cast<std::size_t>(nb)) {}
+  SPITE_AVX2 void step(std::int64_t b) const {
+    const std::size_t begin = static_cast<std::size_t>(b) * per_block;
+    for (std::size_t off = begin; off < begin + per_block; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+  }
+};
+
+// Activation block scales as floats and the Q4_0 offset sums, once per batch.
+struct q8_0_batch {
+  std::vector<gguf::block_q8_0> q;
+  std::vector<float> d;
+  std::vector<int> sum;
+  q8_0_batch(const float* x, std::int64_t in, std::int64_t n_tokens) {
+    const std::int64_t nb = in / qk0;
+    q.resize(static_cast<std::size_t>(nb * n_tokens));
+    d.resize(q.size());
+    sum.resize(q.size());
+    for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_0(x + t * in, q.data() + t * nb, in);
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      d[i] = fp16_to_fp32(q[i].d);
+      int s = 0;
+      for (const std::int8_t v : q[i].qs) s += v;
+      sum[i] = s;
+    }
+  }
+};
+
+struct rows8_buffer {
+  std::vector<std::uint8_t> q;  // row r at r * in, element order
+  std::vector<float> d;         // block b, row r at 8 * b + r
+  std::vector<float> dmin;      // (Q4_K) as d
+  std::vector<std::int16_t> sc;  // (Q4_K) row r's sub-block scales at r * in / 32
+  std::vector<std::int32_t> mins;  // (Q4_K) block b, sub-block g, row r at 64 * b + 8 * g + r
+  std::vector<float> acc;        // per token, 8 lanes (two sets for Q4_K)
+};
+
+inline std::int32_t load_u32(const std::int8_t* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) of a Q4_K super-block from its 12 packed
+// bytes: j < 4 in the low 6 bits of bytes j / j + 4; j >= 4 the low / high nibble of byte j + 4
+// with the top two bits of bytes j - 4 / j above it.
+inline void scales_mins_k4(const std::uint8_t* packed, std::uint32_t* out) {
+  std::uint32_t u[3];
+  std::memcpy(u, packed, sizeof u);
+  constexpr std::uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  out[0] = u[0] & low6;
+  out[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
+  out[2] = u[1] & low6;
+  out[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
+}
+
+// ---- entry points of the files
+
+// simd_x86_kquants.cpp
+void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+std::size_t pack_q4_K(weight& w);
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif

@@ -1,0 +1,446 @@
+// AVX2 versions of the Q4_K and Q6_K matmuls (the contract of simd_x86_avx2.cpp: the
+// reference's exact integer sums and float operations, so the same bits).
+#include "simd_x86.hpp"
+
+#if defined(__x86_64__)
+#include <memory>
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+using gguf::tensor_type;
+
+// ---- Q4_K repacked (reference: dot_q4_K_repacked, one lane per output; the GEMV rows one fma
+// per super-block, the GEMM rows one per pair of 32-element sub-blocks; mins separately).
+
+SPITE_AVX2 void unpack_q4_K_rows8(const weight& w, std::int64_t o, rows8_buffer& u) {
+  const std::int64_t nb = w.in / qkk;
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  for (int r = 0; r < 8; ++r) {
+    const auto* row = reinterpret_cast<const gguf::block_q4_K*>(w.row(o + r));
+    std::uint8_t* q = u.q.data() + r * w.in;
+    std::int16_t* sc = u.sc.data() + r * (w.in / 32);
+    for (std::int64_t b = 0; b < nb; ++b) {
+      std::uint32_t sm[4];
+      scales_mins_k4(row[b].scales, sm);
+      const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
+      const auto* m8 = s8 + 8;
+      for (int g = 0; g < 8; ++g) {
+        sc[8 * b + g] = s8[g];
+        u.mins[static_cast<std::size_t>(64 * b + 8 * g + r)] = m8[g];
+      }
+      u.d[static_cast<std::size_t>(8 * b + r)] = _cvtsh_ss(row[b].d);
+      u.dmin[static_cast<std::size_t>(8 * b + r)] = _cvtsh_ss(row[b].dmin);
+      for (int j = 0; j < 4; ++j) {  // element 64j + l: low nibble of qs[32j + l]; 64j + 32 + l: high
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[b].qs + 32 * j));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + qkk * b + 64 * j), _mm256_and_si256(v, m));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + qkk * b + 64 * j + 32),
+                            _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+      }
+    }
+  }
+}
+
+// Sub-blocks [g0, g0 + count) of super-block b of row r, each times its scale, as 8 lanes.
+SPITE_AVX2 inline __m256i q4_K_lanes(const rows8_buffer& u, std::int64_t in, int r, std::int64_t b, int g0, int count,
+                                     const std::int8_t* x) {
+  const std::uint8_t* q = u.q.data() + r * in + qkk * b;
+  const std::int16_t* sc = u.sc.data() + r * (in / 32) + 8 * b;
+  __m256i tot = _mm256_setzero_si256();
+  for (int g = g0; g < g0 + count; ++g) {
+    tot = _mm256_add_epi32(tot, dot_lanes_scaled(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g)),
+                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * g)),
+                                                 _mm256_set1_epi16(sc[g])));
+  }
+  return tot;
+}
+
+SPITE_AVX2 void q4_K_dot_rows8(const rows8_buffer& u, std::int64_t in, const gguf::block_q8_K* x, bool pairs, float* y8) {
+  const std::int64_t nb = in / qkk;
+  __m256 a = _mm256_setzero_ps(), am = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const __m256 xd = _mm256_set1_ps(x[b].d);
+    const __m256 ds = _mm256_mul_ps(_mm256_loadu_ps(u.d.data() + 8 * b), xd);
+    const __m256 dm = _mm256_mul_ps(_mm256_loadu_ps(u.dmin.data() + 8 * b), xd);
+    // Sub-block g's mins (rows as lanes) times its activation sum.
+    auto min_sum = [&](int g) SPITE_AVX2 {
+      const auto* mn = reinterpret_cast<const __m256i*>(u.mins.data() + 64 * b + 8 * g);
+      return _mm256_mullo_epi32(_mm256_loadu_si256(mn), _mm256_set1_epi32(x[b].bsums[2 * g] + x[b].bsums[2 * g + 1]));
+    };
+    __m256i tot[8];
+    if (pairs) {  // GEMM rows: one fma per pair of sub-blocks
+      for (int pr = 0; pr < 4; ++pr) {
+        for (int r = 0; r < 8; ++r) tot[r] = q4_K_lanes(u, in, r, b, 2 * pr, 2, x[b].qs);
+        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(tot)), ds, a);
+        am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(min_sum(2 * pr), min_sum(2 * pr + 1))), dm, am);
+      }
+    } else {
+      for (int r = 0; r < 8; ++r) tot[r] = q4_K_lanes(u, in, r, b, 0, 8, x[b].qs);
+      __m256i ms = min_sum(0);
+      for (int g = 1; g < 8; ++g) ms = _mm256_add_epi32(ms, min_sum(g));
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(tot)), ds, a);
+      am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), dm, am);
+    }
+  }
+  _mm256_storeu_ps(y8, _mm256_sub_ps(a, am));
+}
+
+// Decode: each super-block unpacked in registers where it is used (GEMV semantics only, which
+// is what batches below the GEMM split get).
+SPITE_AVX2 void q4_K_fused_rows8(const weight& w, std::int64_t o, const gguf::block_q8_K* x, bool first, float* y8) {
+  const std::int64_t nb = w.in / qkk;
+  const std::byte* row0 = w.row(o);
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  // Byte pairs (2g, 2g + 1) repeated: broadcasts int16 element g of a 128-bit lane.
+  alignas(32) static constexpr std::uint8_t pick[8][32] = {
+#define SPITE_PICK(g) {2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, \
+                       2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, \
+                       2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1, 2 * g, 2 * g + 1}
+      SPITE_PICK(0), SPITE_PICK(1), SPITE_PICK(2), SPITE_PICK(3), SPITE_PICK(4), SPITE_PICK(5), SPITE_PICK(6), SPITE_PICK(7)};
+#undef SPITE_PICK
+  __m256 a = _mm256_setzero_ps(), am = _mm256_setzero_ps();
+  const next_group_prefetch ahead(w.row(o + 8), 8 * w.row_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (first) ahead.step(b);
+    const gguf::block_q8_K& xb = x[b];
+    alignas(16) std::int16_t pair_sums[8];
+    for (int g = 0; g < 8; ++g) pair_sums[g] = static_cast<std::int16_t>(xb.bsums[2 * g] + xb.bsums[2 * g + 1]);
+    const __m128i bp = _mm_load_si128(reinterpret_cast<const __m128i*>(pair_sums));
+    __m256i tot[8];
+    __m128i mins[8];
+    __m128i dh = _mm_setzero_si128(), mh = _mm_setzero_si128();
+    for (int r = 0; r < 8; ++r) {
+      const auto& blk = reinterpret_cast<const gguf::block_q4_K*>(row0 + r * w.row_bytes)[b];
+      dh = insert_half(dh, blk.d, r);
+      mh = insert_half(mh, blk.dmin, r);
+      std::uint32_t sm[4];
+      scales_mins_k4(blk.scales, sm);
+      const __m128i sm16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sm));
+      const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm16));
+      mins[r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm16, 8)), bp);
+      __m256i t = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {  // element 64j + l: low nibble of qs[32j + l]; 64j + 32 + l: high
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * j));
+        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 64 * j));
+        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 64 * j + 32));
+        const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick[2 * j])));
+        const __m256i s1 = _mm256_shuffle_epi8(sc, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick[2 * j + 1])));
+        t = _mm256_add_epi32(t, dot_lanes_scaled(_mm256_and_si256(v, m), x0, s0));
+        t = _mm256_add_epi32(t, dot_lanes_scaled(_mm256_and_si256(_mm256_srli_epi16(v, 4), m), x1, s1));
+      }
+      tot[r] = t;
+    }
+    const __m128i m0123 = _mm_hadd_epi32(_mm_hadd_epi32(mins[0], mins[1]), _mm_hadd_epi32(mins[2], mins[3]));
+    const __m128i m4567 = _mm_hadd_epi32(_mm_hadd_epi32(mins[4], mins[5]), _mm_hadd_epi32(mins[6], mins[7]));
+    const __m256 xd = _mm256_set1_ps(xb.d);
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(tot)), _mm256_mul_ps(_mm256_cvtph_ps(dh), xd), a);
+    am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_set_m128i(m4567, m0123)), _mm256_mul_ps(_mm256_cvtph_ps(mh), xd), am);
+  }
+  _mm256_storeu_ps(y8, _mm256_sub_ps(a, am));
+}
+
+// ---- Q4_K packed at load time (pack_weight). Per group of 8 rows and super-block:
+//   d[8], dmin[8] (f16); scales[8 sub-blocks][8 rows] (u8); mins[4 pairs][8 rows][2] (u8);
+//   quants[4][8 chunks] of 32 bytes: bytes 4r..4r+3 of chunk c of j are row r's
+//   qs[32j + 4c .. 32j + 4c + 3] (sub-block 2j in the low nibbles, 2j + 1 in the high ones).
+// Each row's sums land in its own lanes, as in the reference's repacked kernel.
+constexpr std::size_t q4_K_packed_block = 32 + 64 + 64 + 1024;
+
+std::size_t pack_q4_K_impl(weight& w) {
+  const std::int64_t nb = w.in / qkk, groups = w.out / 8;
+  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * q4_K_packed_block;
+  auto buffer = std::make_shared_for_overwrite<std::byte[]>(bytes);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (std::int64_t b = 0; b < nb; ++b) {
+      std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * q4_K_packed_block;
+      auto* sc = reinterpret_cast<std::uint8_t*>(dst + 32);
+      auto* mn = reinterpret_cast<std::uint8_t*>(dst + 96);
+      for (int r = 0; r < 8; ++r) {
+        const auto& blk = reinterpret_cast<const gguf::block_q4_K*>(w.row(8 * g + r))[b];
+        std::memcpy(dst + 2 * r, &blk.d, 2);
+        std::memcpy(dst + 16 + 2 * r, &blk.dmin, 2);
+        std::uint32_t sm[4];
+        scales_mins_k4(blk.scales, sm);
+        const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
+        for (int sb = 0; sb < 8; ++sb) {
+          sc[8 * sb + r] = s8[sb];
+          mn[16 * (sb / 2) + 2 * r + sb % 2] = s8[8 + sb];
+        }
+        for (int j = 0; j < 4; ++j) {
+          for (int c = 0; c < 8; ++c) std::memcpy(dst + 160 + 256 * j + 32 * c + 4 * r, blk.qs + 32 * j + 4 * c, 4);
+        }
+      }
+    }
+  }
+  w.packed = buffer.get();
+  w.packed_owner = std::move(buffer);
+  return bytes;
+}
+
+// Eight u8 scales (one per row) as int16 pairs (s, s) per int32 lane, for madd.
+SPITE_AVX2 inline __m256i row_scales(const std::uint8_t* s) {
+  std::int64_t v;
+  std::memcpy(&v, s, 8);
+  const __m256i w = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v));
+  return _mm256_or_si256(w, _mm256_slli_epi32(w, 16));
+}
+
+template <int K>
+SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
+                                 std::int64_t ng, std::int64_t out, float* y) {
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  __m256 acc[K], acc_min[K];
+  for (int k = 0; k < K; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
+  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * q4_K_packed_block,
+                                  static_cast<std::size_t>(nb) * q4_K_packed_block, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (t0 == 0) ahead.step(b);
+    const std::byte* blk = group + static_cast<std::size_t>(b) * q4_K_packed_block;
+    const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + 32);
+    const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + 96);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+    __m256i is[K], ms[K];
+    for (int k = 0; k < K; ++k) is[k] = ms[k] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      __m256i lo[8], hi[8];
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 160 + 256 * j + 32 * c));
+        lo[c] = _mm256_and_si256(v, m);
+        hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+      }
+      const __m256i s_lo = row_scales(sc + 16 * j), s_hi = row_scales(sc + 16 * j + 8);
+      const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16 * j)));
+      for (int k = 0; k < K; ++k) {
+        const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
+        const std::int8_t* x0 = x.qs + 64 * j;
+        // Eight int16 pair sums of at most 2 * 15 * 128 each per sub-block: no overflow.
+        __m256i a0 = _mm256_maddubs_epi16(lo[0], _mm256_set1_epi32(load_u32(x0)));
+        __m256i a1 = _mm256_maddubs_epi16(hi[0], _mm256_set1_epi32(load_u32(x0 + 32)));
+        for (int c = 1; c < 8; ++c) {
+          a0 = _mm256_add_epi16(a0, _mm256_maddubs_epi16(lo[c], _mm256_set1_epi32(load_u32(x0 + 4 * c))));
+          a1 = _mm256_add_epi16(a1, _mm256_maddubs_epi16(hi[c], _mm256_set1_epi32(load_u32(x0 + 32 + 4 * c))));
+        }
+        const __m256i pair = _mm256_add_epi32(_mm256_madd_epi16(a0, s_lo), _mm256_madd_epi16(a1, s_hi));
+        const std::uint32_t bp = static_cast<std::uint16_t>(x.bsums[4 * j] + x.bsums[4 * j + 1]) |
+                                 (static_cast<std::uint32_t>(static_cast<std::uint16_t>(x.bsums[4 * j + 2] + x.bsums[4 * j + 3])) << 16);
+        const __m256i pair_min = _mm256_madd_epi16(mins, _mm256_set1_epi32(static_cast<int>(bp)));
+        if (t0 + k < ng) {  // GEMM rows: one fma per pair of sub-blocks
+          const __m256 xd = _mm256_set1_ps(x.d);
+          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair), _mm256_mul_ps(dw, xd), acc[k]);
+          acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_min), _mm256_mul_ps(dmw, xd), acc_min[k]);
+        } else {
+          is[k] = _mm256_add_epi32(is[k], pair);
+          ms[k] = _mm256_add_epi32(ms[k], pair_min);
+        }
+      }
+    }
+    for (int k = 0; k < K; ++k) {
+      if (t0 + k >= ng) {  // GEMV rows: one fma per super-block
+        const __m256 xd = _mm256_set1_ps(xq[(t0 + k) * nb + b].d);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[k]), _mm256_mul_ps(dw, xd), acc[k]);
+        acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms[k]), _mm256_mul_ps(dmw, xd), acc_min[k]);
+      }
+    }
+  }
+  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(acc[k], acc_min[k]));
+}
+
+void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
+                        thread_pool& pool) {
+  const std::int64_t nb = w.in / qkk;
+  pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) {
+      const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_K_packed_block;
+      std::int64_t t = 0;
+      for (; t + 4 <= n_tokens; t += 4) q4_K_packed_tile<4>(group, nb, xq, t, ng, w.out, y + 8 * g);
+      for (; t < n_tokens; ++t) q4_K_packed_tile<1>(group, nb, xq, t, ng, w.out, y + 8 * g);
+    }
+  });
+}
+
+void matmul_q4_K_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_K)(w, x, n_tokens, y, pool);
+  const std::int64_t nb = w.in / qkk;
+  std::vector<gguf::block_q8_K> xq;
+  quantize_rows_q8_K(w, x, n_tokens, true, xq);
+  const std::int64_t ng = gemm_rows(n_tokens);
+  if (w.packed != nullptr) return matmul_q4_K_packed(w, xq.data(), n_tokens, ng, y, pool);
+  if (ng == 0) {
+    pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
+      for (std::int64_t g = begin; g < end; ++g) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) q4_K_fused_rows8(w, 8 * g, xq.data() + t * nb, t == 0, y + t * w.out + 8 * g);
+      }
+    });
+    return;
+  }
+  pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
+    rows8_buffer u;
+    u.q.resize(static_cast<std::size_t>(8 * w.in));
+    u.d.resize(static_cast<std::size_t>(8 * nb));
+    u.dmin.resize(u.d.size());
+    u.sc.resize(static_cast<std::size_t>(8 * w.in / 32));
+    u.mins.resize(static_cast<std::size_t>(64 * nb));
+    for (std::int64_t g = begin; g < end; ++g) {
+      unpack_q4_K_rows8(w, 8 * g, u);
+      for (std::int64_t t = 0; t < n_tokens; ++t) q4_K_dot_rows8(u, w.in, xq.data() + t * nb, t < ng, y + t * w.out + 8 * g);
+    }
+  });
+}
+
+// ---- Q6_K (reference: dot_row<q6_K> in ref_dot_kquants.cpp: 8 lanes, unsigned quants times
+// the 16-element scales, the -32 offset through the activation sums, one fma per super-block).
+
+struct q6_K_row {
+  std::vector<std::uint8_t> q;    // element order, 0..63
+  std::vector<std::int16_t> scales;   // 16 per 32 elements: sc[2g] x 8, sc[2g+1] x 8
+  std::vector<std::int16_t> offsets;  // 16 per super-block: its scales, for the -32 term
+  std::vector<float> d;
+  explicit q6_K_row(std::int64_t in)
+      : q(static_cast<std::size_t>(in)),
+        scales(static_cast<std::size_t>(in / 32 * 16)),
+        offsets(static_cast<std::size_t>(in / qkk * 16)),
+        d(static_cast<std::size_t>(in / qkk)) {}
+};
+
+SPITE_AVX2 void unpack_q6_K_row(const gguf::block_q6_K* w, std::int64_t nb, q6_K_row& r) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  std::uint8_t* q = r.q.data();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int8_t* sc = w[b].scales;
+    r.d[static_cast<std::size_t>(b)] = _cvtsh_ss(w[b].d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.offsets.data() + 16 * b),
+                        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))));
+    for (int g = 0; g < 8; ++g) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.scales.data() + 16 * (8 * b + g)),
+                          _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g])));
+    }
+    // Element 128c + 32k + l: nibble of ql[64c + 32(k & 1) + l] (low for k < 2) with bits
+    // 2k..2k+1 of qh[32c + l] above it.
+    for (int c = 0; c < 2; ++c) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * c));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * c + 32 * (k & 1)));
+        const __m256i nib = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(h, 2 * k), m2);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * qkk + 128 * c + 32 * k),
+                            _mm256_or_si256(nib, _mm256_slli_epi16(hi, 4)));
+      }
+    }
+  }
+}
+
+// K activation rows against one unpacked row; each keeps its own 8 lanes.
+template <int K>
+SPITE_AVX2 void q6_K_dot(const q6_K_row& r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                         std::int64_t out, std::int64_t o, float* y) {
+  __m256 acc[K];
+  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    __m256i lanes[K];
+    for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.q.data() + b * qkk + 32 * g));
+      const __m256i scales = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.scales.data() + 16 * (8 * b + g)));
+      for (int k = 0; k < K; ++k) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
+        lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(qv, xv, scales));
+      }
+    }
+    for (int k = 0; k < K; ++k) {
+      const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
+      // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
+      const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.offsets.data() + 16 * b)), bs), 5));
+      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * r.d[static_cast<std::size_t>(b)]), _mm256_cvtepi32_ps(l), acc[k]);
+    }
+  }
+  for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = reduce8_vec(acc[k]);
+}
+
+// Decode: the quants built in registers where they are used, R rows at a time (several rows in
+// flight stream from memory faster); each row keeps its own 8 lanes, as in the reference.
+template <int R>
+SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8_K* x, bool first, float* y) {
+  const std::int64_t nb = w.in / qkk;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  const gguf::block_q6_K* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_q6_K*>(w.row(o + r));
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (first) ahead.step(b);
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
+    for (int r = 0; r < R; ++r) {
+      const gguf::block_q6_K& blk = rows[r][b];
+      const std::int8_t* sc = blk.scales;
+      __m256i lanes = _mm256_setzero_si256();
+      for (int c = 0; c < 2; ++c) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * c));
+        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c));
+        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c + 32));
+        for (int k = 0; k < 4; ++k) {
+          // Element 128c + 32k + l: nibble of ql[64c + 32(k & 1) + l] (low for k < 2) with bits
+          // 2k..2k+1 of qh[32c + l] above it.
+          const __m256i l = (k & 1) != 0 ? l1 : l0;
+          const __m256i nib = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+          const __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * k), m2), 4));
+          const int g = 4 * c + k;
+          const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * g));
+          lanes = _mm256_add_epi32(lanes, dot_lanes_scaled(q, xv, scales));
+        }
+      }
+      // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      lanes = _mm256_sub_epi32(lanes, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(blk.d)), _mm256_cvtepi32_ps(lanes), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[o + r] = reduce8_vec(acc[r]);
+}
+
+void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t nb = w.in / qkk;
+  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  const std::int64_t out = w.out;
+  if (n_tokens < 4) {
+    pool.parallel_for((out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
+      for (std::int64_t g = begin; g < end; ++g) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) {
+          if (4 * g + 4 <= out) {
+            q6_K_fused<4>(w, 4 * g, xq.data() + t * nb, t == 0, y + t * out);
+          } else {
+            for (std::int64_t o = 4 * g; o < out; ++o) q6_K_fused<1>(w, o, xq.data() + t * nb, t == 0, y + t * out);
+          }
+        }
+      }
+    });
+    return;
+  }
+  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
+    q6_K_row r(w.in);
+    for (std::int64_t o = begin; o < end; ++o) {
+      unpack_q6_K_row(reinterpret_cast<const gguf::block_q6_K*>(w.row(o)), nb, r);
+      std::int64_t t = 0;
+      for (; t + 4 <= n_tokens; t += 4) q6_K_dot<4>(r, xq.data(), nb, t, out, o, y);
+      for (; t < n_tokens; ++t) q6_K_dot<1>(r, xq.data(), nb, t, out, o, y);
+    }
+  });
+}
+
+}  // namespace
+
+void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_q4_K_impl(w, x, n_tokens, y, pool);
+}
+void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_q6_K_impl(w, x, n_tokens, y, pool);
+}
+std::size_t pack_q4_K(weight& w) { return pack_q4_K_impl(w); }
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
