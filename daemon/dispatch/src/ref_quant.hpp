@@ -30,6 +30,10 @@ std::span<const exact_matmul> exact_matmuls_repack();   // Q4_0, IQ4_NL, Q4_K, Q
 // SIMD versions of some of them with bit-identical results, for the processor we run on (empty
 // where it lacks the instructions): simd_x86_avx2.cpp.
 std::span<const exact_matmul> fast_matmuls();
+// Whether the AVX-512 VNNI variants are in use, and a switch for tests (both paths must give
+// the reference's bits) and for comparing them: simd_x86_avx512.cpp.
+bool has_avx512_kernels();
+void set_avx512(bool allowed) noexcept;
 // Repacks `w` for those kernels where they have a packed layout; the bytes allocated, or 0.
 std::size_t pack_weight(weight& w);
 

@@ -138,7 +138,29 @@ inline void scales_mins_k4(const std::uint8_t* packed, std::uint32_t* out) {
   out[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
 }
 
+// ---- load-time packed layouts
+
+// Q4_K, per group of 8 rows and super-block:
+//   d[8], dmin[8] (f16); scales[8 sub-blocks][8 rows] (u8); mins[4 pairs][8 rows][2] (u8);
+//   quants[4][8 chunks] of 32 bytes: bytes 4r..4r+3 of chunk c of j are row r's
+//   qs[32j + 4c .. 32j + 4c + 3] (sub-block 2j in the low nibbles, 2j + 1 in the high ones).
+// Each row's sums land in its own lanes, as in the reference's repacked kernel.
+constexpr std::size_t q4_K_packed_block = 32 + 64 + 64 + 1024;
+constexpr std::size_t q4_K_packed_scales = 32, q4_K_packed_mins = 96, q4_K_packed_quants = 160;
+
+// One group of 8 packed rows against activation rows t0.. (1 or 4 of them): rows below `ng`
+// with the GEMM's float order, the others with the GEMV's.
+using q4_K_tile_fn = void (*)(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
+                              std::int64_t ng, std::int64_t out, float* y);
+struct q4_K_tiles {
+  q4_K_tile_fn one, four;
+};
+
 // ---- entry points of the files
+
+// simd_x86_avx512.cpp: the packed Q4_K tiles with AVX-512 VNNI; null without it, or when
+// set_avx512(false) (tests use it to check both paths).
+const q4_K_tiles* avx512_q4_K_tiles();
 
 // simd_x86_kquants.cpp
 void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -139,12 +139,7 @@ SPITE_AVX2 void q4_K_fused_rows8(const weight& w, std::int64_t o, const gguf::bl
   _mm256_storeu_ps(y8, _mm256_sub_ps(a, am));
 }
 
-// ---- Q4_K packed at load time (pack_weight). Per group of 8 rows and super-block:
-//   d[8], dmin[8] (f16); scales[8 sub-blocks][8 rows] (u8); mins[4 pairs][8 rows][2] (u8);
-//   quants[4][8 chunks] of 32 bytes: bytes 4r..4r+3 of chunk c of j are row r's
-//   qs[32j + 4c .. 32j + 4c + 3] (sub-block 2j in the low nibbles, 2j + 1 in the high ones).
-// Each row's sums land in its own lanes, as in the reference's repacked kernel.
-constexpr std::size_t q4_K_packed_block = 32 + 64 + 64 + 1024;
+// ---- Q4_K packed at load time (pack_weight; the layout is described in simd_x86.hpp).
 
 std::size_t pack_q4_K_impl(weight& w) {
   const std::int64_t nb = w.in / qkk, groups = w.out / 8;
@@ -249,12 +244,15 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
 void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
                         thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
+  const q4_K_tiles avx2{q4_K_packed_tile<1>, q4_K_packed_tile<4>};
+  const q4_K_tiles* vnni = avx512_q4_K_tiles();
+  const q4_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
   pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
     for (std::int64_t g = begin; g < end; ++g) {
       const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_K_packed_block;
       std::int64_t t = 0;
-      for (; t + 4 <= n_tokens; t += 4) q4_K_packed_tile<4>(group, nb, xq, t, ng, w.out, y + 8 * g);
-      for (; t < n_tokens; ++t) q4_K_packed_tile<1>(group, nb, xq, t, ng, w.out, y + 8 * g);
+      for (; t + 4 <= n_tokens; t += 4) tiles.four(group, nb, xq, t, ng, w.out, y + 8 * g);
+      for (; t < n_tokens; ++t) tiles.one(group, nb, xq, t, ng, w.out, y + 8 * g);
     }
   });
 }

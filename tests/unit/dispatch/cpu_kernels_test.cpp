@@ -67,34 +67,40 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
   REQUIRE(reference != nullptr);
   REQUIRE(cpu::find_exact_matmul(type) == fast);
   std::mt19937 rng(1234);
-  for (const int threads : {1, 3}) {
-    spite::thread_pool pool(threads);
-    for (const std::int64_t in : {block, 3 * block}) {
-      for (const std::int64_t out : {8, 13, 24, 40}) {
-        const quantized_matrix m = random_matrix(type, in, out, rng);
-        for (const std::int64_t n_tokens : {1, 2, 3, 4, 5, 7, 9, 12}) {
-          const std::vector<float> x = random_activations(in, n_tokens, rng);
-          std::vector<float> want(static_cast<std::size_t>(out * n_tokens)), got(want.size(), -1.0f);
-          reference(m.w, x.data(), n_tokens, want.data(), pool);
-          fast(m.w, x.data(), n_tokens, got.data(), pool);
-          INFO("in " << in << ", out " << out << ", tokens " << n_tokens << ", threads " << threads);
-          std::size_t differing = 0;
-          for (std::size_t i = 0; i < want.size(); ++i) differing += std::memcmp(&want[i], &got[i], sizeof(float)) != 0;
-          CHECK(differing == 0);
-          // The load-time packed layout, where the type has one.
-          spite::dispatch::weight packed = m.w;
-          if (cpu::pack_weight(packed) > 0) {
-            REQUIRE(packed.packed != nullptr);
-            std::vector<float> got_packed(want.size(), -1.0f);
-            fast(packed, x.data(), n_tokens, got_packed.data(), pool);
-            std::size_t differing_packed = 0;
-            for (std::size_t i = 0; i < want.size(); ++i) differing_packed += std::memcmp(&want[i], &got_packed[i], sizeof(float)) != 0;
-            CHECK(differing_packed == 0);
+  // Both the AVX-512 variants (where this processor has them) and the AVX2 ones.
+  for (const bool avx512 : {true, false}) {
+    cpu::set_avx512(avx512);
+    INFO("AVX-512 variants " << (avx512 ? "allowed" : "off"));
+    for (const int threads : {1, 3}) {
+      spite::thread_pool pool(threads);
+      for (const std::int64_t in : {block, 3 * block}) {
+        for (const std::int64_t out : {8, 13, 24, 40}) {
+          const quantized_matrix m = random_matrix(type, in, out, rng);
+          for (const std::int64_t n_tokens : {1, 2, 3, 4, 5, 7, 9, 12}) {
+            const std::vector<float> x = random_activations(in, n_tokens, rng);
+            std::vector<float> want(static_cast<std::size_t>(out * n_tokens)), got(want.size(), -1.0f);
+            reference(m.w, x.data(), n_tokens, want.data(), pool);
+            fast(m.w, x.data(), n_tokens, got.data(), pool);
+            INFO("in " << in << ", out " << out << ", tokens " << n_tokens << ", threads " << threads);
+            std::size_t differing = 0;
+            for (std::size_t i = 0; i < want.size(); ++i) differing += std::memcmp(&want[i], &got[i], sizeof(float)) != 0;
+            CHECK(differing == 0);
+            // The load-time packed layout, where the type has one.
+            spite::dispatch::weight packed = m.w;
+            if (cpu::pack_weight(packed) > 0) {
+              REQUIRE(packed.packed != nullptr);
+              std::vector<float> got_packed(want.size(), -1.0f);
+              fast(packed, x.data(), n_tokens, got_packed.data(), pool);
+              std::size_t differing_packed = 0;
+              for (std::size_t i = 0; i < want.size(); ++i) differing_packed += std::memcmp(&want[i], &got_packed[i], sizeof(float)) != 0;
+              CHECK(differing_packed == 0);
+            }
           }
         }
       }
     }
   }
+  cpu::set_avx512(true);
 }
 
 }  // namespace

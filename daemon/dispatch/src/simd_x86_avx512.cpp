@@ -1,0 +1,128 @@
+// AVX-512 VNNI versions of kernels in simd_x86_kquants.cpp, for processors that have it (Intel
+// since Ice Lake, AMD since Zen 4). VPDPBUSD adds four u8 x s8 products into each int32 lane
+// without the int16 step, and a 512-bit register holds two 32-byte chunks of a packed group, so
+// the integer work takes about half the instructions. The integer sums are exact either way and
+// the float operations are those of the AVX2 kernel, so the bits are the same.
+
+// GCC 12's AVX-512 headers build some results from _mm512_undefined values and then warn about
+// them (a known false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "simd_x86.hpp"
+
+#if defined(__x86_64__)
+#include <atomic>
+
+namespace spite::dispatch::cpu {
+namespace {
+
+using namespace x86;
+
+#define SPITE_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+std::atomic<bool> g_allowed{true};
+
+template <int K>
+SPITE_AVX512 void q4_K_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
+                            std::int64_t ng, std::int64_t out, float* y) {
+  const __m512i m = _mm512_set1_epi8(0x0F);
+  // Dword indices: lanes 0..7 take activation dword 2c, lanes 8..15 dword 2c + 1.
+  __m512i pick[4];
+  for (int c = 0; c < 4; ++c) {
+    pick[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * c)), _mm256_set1_epi32(2 * c + 1), 1);
+  }
+  __m256 acc[K], acc_min[K];
+  for (int k = 0; k < K; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * q4_K_packed_block;
+  const next_group_prefetch ahead(group + group_bytes, group_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (t0 == 0) ahead.step(b);
+    const std::byte* blk = group + static_cast<std::size_t>(b) * q4_K_packed_block;
+    const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_scales);
+    const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_mins);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+    __m256i is[K], ms[K];
+    for (int k = 0; k < K; ++k) is[k] = ms[k] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      __m512i lo[4], hi[4];
+      for (int c = 0; c < 4; ++c) {  // chunks 2c and 2c + 1
+        const __m512i v = _mm512_loadu_si512(blk + q4_K_packed_quants + 256 * j + 64 * c);
+        lo[c] = _mm512_and_si512(v, m);
+        hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+      }
+      std::int64_t s_lo64, s_hi64;
+      std::memcpy(&s_lo64, sc + 16 * j, 8);
+      std::memcpy(&s_hi64, sc + 16 * j + 8, 8);
+      const __m256i s_lo = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(s_lo64));
+      const __m256i s_hi = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(s_hi64));
+      const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16 * j)));
+      for (int k = 0; k < K; ++k) {
+        const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
+        const __m512i x0 = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 64 * j)));
+        const __m512i x1 = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 64 * j + 32)));
+        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+          a0 = _mm512_dpbusd_epi32(a0, lo[c], _mm512_permutexvar_epi32(pick[c], x0));
+          a1 = _mm512_dpbusd_epi32(a1, hi[c], _mm512_permutexvar_epi32(pick[c], x1));
+        }
+        // Each row's two halves (even and odd chunks) added: the sub-block sums of 2j and 2j + 1.
+        const __m256i sum0 = _mm256_add_epi32(_mm512_castsi512_si256(a0), _mm512_extracti64x4_epi64(a0, 1));
+        const __m256i sum1 = _mm256_add_epi32(_mm512_castsi512_si256(a1), _mm512_extracti64x4_epi64(a1, 1));
+        const __m256i pair = _mm256_add_epi32(_mm256_mullo_epi32(sum0, s_lo), _mm256_mullo_epi32(sum1, s_hi));
+        const std::uint32_t bp = static_cast<std::uint16_t>(x.bsums[4 * j] + x.bsums[4 * j + 1]) |
+                                 (static_cast<std::uint32_t>(static_cast<std::uint16_t>(x.bsums[4 * j + 2] + x.bsums[4 * j + 3])) << 16);
+        const __m256i pair_min = _mm256_madd_epi16(mins, _mm256_set1_epi32(static_cast<int>(bp)));
+        if (t0 + k < ng) {  // GEMM rows: one fma per pair of sub-blocks
+          const __m256 xd = _mm256_set1_ps(x.d);
+          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair), _mm256_mul_ps(dw, xd), acc[k]);
+          acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_min), _mm256_mul_ps(dmw, xd), acc_min[k]);
+        } else {
+          is[k] = _mm256_add_epi32(is[k], pair);
+          ms[k] = _mm256_add_epi32(ms[k], pair_min);
+        }
+      }
+    }
+    for (int k = 0; k < K; ++k) {
+      if (t0 + k >= ng) {  // GEMV rows: one fma per super-block
+        const __m256 xd = _mm256_set1_ps(xq[(t0 + k) * nb + b].d);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[k]), _mm256_mul_ps(dw, xd), acc[k]);
+        acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms[k]), _mm256_mul_ps(dmw, xd), acc_min[k]);
+      }
+    }
+  }
+  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(acc[k], acc_min[k]));
+}
+
+bool has_avx512_vnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+}
+
+constexpr x86::q4_K_tiles k_q4_K{q4_K_tile<1>, q4_K_tile<4>};
+
+}  // namespace
+
+namespace x86 {
+const q4_K_tiles* avx512_q4_K_tiles() {
+  static const bool present = has_avx512_vnni();
+  return present && g_allowed.load(std::memory_order_relaxed) ? &k_q4_K : nullptr;
+}
+}  // namespace x86
+
+bool has_avx512_kernels() { return x86::avx512_q4_K_tiles() != nullptr; }
+void set_avx512(bool allowed) noexcept { g_allowed = allowed; }
+
+}  // namespace spite::dispatch::cpu
+
+#else
+
+namespace spite::dispatch::cpu {
+bool has_avx512_kernels() { return false; }
+void set_avx512(bool) noexcept {}
+}  // namespace spite::dispatch::cpu
+
+#endif
