@@ -140,6 +140,18 @@ inline void scales_mins_k4(const std::uint8_t* packed, std::uint32_t* out) {
 
 // ---- load-time packed layouts
 
+// Q4_0, per group of 8 rows and per block: the 8 scales (f16), then 4 chunks of 32 bytes where
+// bytes 4r..4r+3 of chunk j are row r's qs[4j..4j+3] (elements 4j..4j+3 in the low nibbles,
+// 16+4j..16+4j+3 in the high ones). A chunk times the 4 activation bytes broadcast to every
+// lane gives each row's partial sum in its own lane: no horizontal sums, the scales one load.
+constexpr std::size_t q4_0_packed_block = 16 + 128;
+
+using q4_0_tile_fn = void (*)(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
+                              std::int64_t out, float* y);
+struct q4_0_tiles {
+  q4_0_tile_fn one, four;
+};
+
 // Q4_K, per group of 8 rows and super-block:
 //   d[8], dmin[8] (f16); scales[8 sub-blocks][8 rows] (u8); mins[4 pairs][8 rows][2] (u8);
 //   quants[4][8 chunks] of 32 bytes: bytes 4r..4r+3 of chunk c of j are row r's
@@ -161,6 +173,7 @@ struct q4_K_tiles {
 // simd_x86_avx512.cpp: the packed Q4_K tiles with AVX-512 VNNI; null without it, or when
 // set_avx512(false) (tests use it to check both paths).
 const q4_K_tiles* avx512_q4_K_tiles();
+const q4_0_tiles* avx512_q4_0_tiles();
 
 // simd_x86_kquants.cpp
 void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

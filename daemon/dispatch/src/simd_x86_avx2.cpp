@@ -139,12 +139,7 @@ SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_bat
   _mm256_storeu_ps(y8, acc);
 }
 
-// ---- Q4_0 packed at load time (pack_weight): per group of 8 rows and per block, the 8 scales
-// (f16), then 4 chunks of 32 bytes where bytes 4r..4r+3 of chunk j are row r's qs[4j..4j+3]
-// (elements 4j..4j+3 in the low nibbles, 16+4j..16+4j+3 in the high ones). A chunk times the
-// 4 activation bytes broadcast to every lane gives each row's partial sum in its own lane: no
-// horizontal sums, and the scales are one load.
-constexpr std::size_t q4_0_packed_block = 16 + 128;
+// ---- Q4_0 packed at load time (pack_weight; the layout is described in simd_x86.hpp).
 
 std::size_t pack_q4_0(weight& w) {
   const std::int64_t nb = w.in / qk0, groups = w.out / 8;
@@ -204,12 +199,15 @@ SPITE_AVX2 void q4_0_packed_tile(const std::byte* group, std::int64_t nb, const 
 
 void matmul_q4_0_packed(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk0;
+  const q4_0_tiles avx2{q4_0_packed_tile<1>, q4_0_packed_tile<4>};
+  const q4_0_tiles* vnni = avx512_q4_0_tiles();
+  const q4_0_tiles& tiles = vnni != nullptr ? *vnni : avx2;
   pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
     for (std::int64_t g = begin; g < end; ++g) {
       const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_0_packed_block;
       std::int64_t t = 0;
-      for (; t + 4 <= n_tokens; t += 4) q4_0_packed_tile<4>(group, nb, xb, t, w.out, y + 8 * g);
-      for (; t < n_tokens; ++t) q4_0_packed_tile<1>(group, nb, xb, t, w.out, y + 8 * g);
+      for (; t + 4 <= n_tokens; t += 4) tiles.four(group, nb, xb, t, w.out, y + 8 * g);
+      for (; t < n_tokens; ++t) tiles.one(group, nb, xb, t, w.out, y + 8 * g);
     }
   });
 }

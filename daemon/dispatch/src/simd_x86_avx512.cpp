@@ -95,6 +95,49 @@ SPITE_AVX512 void q4_K_tile(const std::byte* group, std::int64_t nb, const gguf:
   for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(acc[k], acc_min[k]));
 }
 
+// Q4_0 packed (layout in simd_x86.hpp): chunk pairs (0, 1) and (2, 3) per register.
+template <int K>
+SPITE_AVX512 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
+                            std::int64_t out, float* y) {
+  const __m512i m = _mm512_set1_epi8(0x0F);
+  // Low nibbles of chunks 2c, 2c + 1 pair with activation dwords 2c, 2c + 1; high nibbles with
+  // dwords 4 + 2c, 4 + 2c + 1.
+  __m512i pick_lo[2], pick_hi[2];
+  for (int c = 0; c < 2; ++c) {
+    pick_lo[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * c)), _mm256_set1_epi32(2 * c + 1), 1);
+    pick_hi[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(4 + 2 * c)), _mm256_set1_epi32(5 + 2 * c), 1);
+  }
+  __m256 acc[K];
+  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * q4_0_packed_block;
+  const next_group_prefetch ahead(group + group_bytes, group_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (t0 == 0) ahead.step(b);
+    const std::byte* blk = group + static_cast<std::size_t>(b) * q4_0_packed_block;
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    __m512i lo[2], hi[2];
+    for (int c = 0; c < 2; ++c) {
+      const __m512i v = _mm512_loadu_si512(blk + 16 + 64 * c);
+      lo[c] = _mm512_and_si512(v, m);
+      hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+    }
+    for (int k = 0; k < K; ++k) {
+      const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
+      const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs)));
+      __m512i a = _mm512_setzero_si512();
+      for (int c = 0; c < 2; ++c) {
+        a = _mm512_dpbusd_epi32(a, lo[c], _mm512_permutexvar_epi32(pick_lo[c], x));
+        a = _mm512_dpbusd_epi32(a, hi[c], _mm512_permutexvar_epi32(pick_hi[c], x));
+      }
+      // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
+      const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1)),
+                                            _mm256_set1_epi32(8 * xb.sum[i]));
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d[i])), acc[k]);
+    }
+  }
+  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, acc[k]);
+}
+
 bool has_avx512_vnni() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
@@ -103,6 +146,7 @@ bool has_avx512_vnni() {
 }
 
 constexpr x86::q4_K_tiles k_q4_K{q4_K_tile<1>, q4_K_tile<4>};
+constexpr x86::q4_0_tiles k_q4_0{q4_0_tile<1>, q4_0_tile<4>};
 
 }  // namespace
 
@@ -111,6 +155,7 @@ const q4_K_tiles* avx512_q4_K_tiles() {
   static const bool present = has_avx512_vnni();
   return present && g_allowed.load(std::memory_order_relaxed) ? &k_q4_K : nullptr;
 }
+const q4_0_tiles* avx512_q4_0_tiles() { return avx512_q4_K_tiles() != nullptr ? &k_q4_0 : nullptr; }
 }  // namespace x86
 
 bool has_avx512_kernels() { return x86::avx512_q4_K_tiles() != nullptr; }
