@@ -174,6 +174,10 @@ struct q4_K_tiles {
 // set_avx512(false) (tests use it to check both paths).
 const q4_K_tiles* avx512_q4_K_tiles();
 const q4_0_tiles* avx512_q4_0_tiles();
+// Q8_0: 4 rows x 4 activation rows from row o and activation row t0 on (reference lane layout).
+using q8_0_tile_fn = void (*)(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0,
+                              float* y);
+q8_0_tile_fn avx512_q8_0_tile();
 
 // simd_x86_kquants.cpp
 void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

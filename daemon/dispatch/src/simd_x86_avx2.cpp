@@ -51,6 +51,11 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
 template <int R>
 void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, float* y) {
   std::int64_t t = 0;
+  if (R == 4 && n_tokens >= 4) {
+    if (const q8_0_tile_fn vnni = avx512_q8_0_tile()) {
+      for (; t + 4 <= n_tokens; t += 4) vnni(w, o, xb, nb, t, y);
+    }
+  }
   for (; t + 4 <= n_tokens; t += 4) q8_0_tile<R, 4>(w, o, xb, nb, t, y);
   for (; t < n_tokens; ++t) q8_0_tile<R, 1>(w, o, xb, nb, t, y);
 }
