@@ -91,6 +91,49 @@ struct next_group_prefetch {
 };
 
 // Activation block scales as floats and the Q4_0 offset sums, once per batch.
+// quantize_act_q8_0 on one block, plus the block's quant sum: the same max, the same division
+// and multiplication, rounding to nearest even as nearbyint does in the default mode.
+SPITE_AVX2 inline int quantize_block_q8_0(const float* x, gguf::block_q8_0& out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  for (int k = 0; k < 4; ++k) {
+    v[k] = _mm256_loadu_ps(x + 8 * k);
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float max = _mm_cvtss_f32(m4);
+  const float id = max != 0.0f ? 127.f / max : 0.0f;
+  out.d = fp32_to_fp16(max / 127.f);
+  const __m256 scale = _mm256_set1_ps(id);
+  __m256i q[4];
+  for (int k = 0; k < 4; ++k) {
+    q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  // int32 -> int8 (|q| <= 127, no saturation), then undo the pack's lane interleaving.
+  const __m256i q16a = _mm256_packs_epi32(q[0], q[1]), q16b = _mm256_packs_epi32(q[2], q[3]);
+  const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q16a, q16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs), q8);
+  const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+}
+
+SPITE_AVX2 inline void quantize_rows_q8_0(const float* x, std::int64_t in, std::int64_t n_tokens, gguf::block_q8_0* q,
+                                          float* d, int* sum) {
+  const std::int64_t nb = in / qk0;
+  for (std::int64_t t = 0; t < n_tokens; ++t) {
+    for (std::int64_t b = 0; b < nb; ++b) {
+      const std::size_t i = static_cast<std::size_t>(t * nb + b);
+      sum[i] = quantize_block_q8_0(x + t * in + b * qk0, q[i]);
+      d[i] = _cvtsh_ss(q[i].d);
+    }
+  }
+}
+
 struct q8_0_batch {
   std::vector<gguf::block_q8_0> q;
   std::vector<float> d;
@@ -100,13 +143,7 @@ struct q8_0_batch {
     q.resize(static_cast<std::size_t>(nb * n_tokens));
     d.resize(q.size());
     sum.resize(q.size());
-    for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_0(x + t * in, q.data() + t * nb, in);
-    for (std::size_t i = 0; i < q.size(); ++i) {
-      d[i] = fp16_to_fp32(q[i].d);
-      int s = 0;
-      for (const std::int8_t v : q[i].qs) s += v;
-      sum[i] = s;
-    }
+    quantize_rows_q8_0(x, in, n_tokens, q.data(), d.data(), sum.data());
   }
 };
 
