@@ -133,11 +133,15 @@ void convert_activations(tensor_type weight_type, const float* x, std::int64_t n
 }
 
 void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  const std::int64_t in = w.in, out = w.out;
   if (const matmul_fn exact = find_exact_matmul(w.type)) {
     exact(w, x, n_tokens, y, pool);
     return;
   }
+  generic_matmul(w, x, n_tokens, y, pool);
+}
+
+void generic_matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t in = w.in, out = w.out;
   std::vector<float> xs(static_cast<std::size_t>(in * n_tokens));
   convert_activations(w.type, x, in, n_tokens, xs.data());
   const gguf::type_traits& tr = gguf::traits(w.type);

@@ -216,6 +216,9 @@ using q8_0_tile_fn = void (*)(const weight& w, std::int64_t o, const q8_0_batch&
                               float* y);
 q8_0_tile_fn avx512_q8_0_tile();
 
+// simd_x86_float.cpp
+void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+
 // simd_x86_kquants.cpp
 void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

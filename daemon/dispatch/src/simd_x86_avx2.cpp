@@ -245,6 +245,7 @@ constexpr exact_matmul k_table[] = {
     {tensor_type::q4_0, matmul_q4_0},
     {tensor_type::q4_K, matmul_q4_K},
     {tensor_type::q6_K, matmul_q6_K},
+    {tensor_type::f16, matmul_f16},
 };
 
 bool has_avx2() {

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu_kernels.hpp"
 #include "ref_quant.hpp"
 #include "spite/core/thread_pool.hpp"
 #include "spite/gguf/types.hpp"
@@ -63,7 +64,9 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
     WARN("no SIMD matmul for this type on this processor; nothing to compare");
     return;
   }
-  const cpu::matmul_fn reference = cpu::find_reference_matmul(type);
+  // Float types have no exact matmul of their own: the reference is the generic path.
+  const cpu::matmul_fn reference =
+      cpu::find_reference_matmul(type) != nullptr ? cpu::find_reference_matmul(type) : cpu::generic_matmul;
   REQUIRE(reference != nullptr);
   REQUIRE(cpu::find_exact_matmul(type) == fast);
   std::mt19937 rng(1234);
@@ -109,6 +112,10 @@ TEST_CASE("the SIMD Q8_0 matmul gives the reference's bits") { check_bit_identic
 TEST_CASE("the SIMD Q4_0 matmul gives the reference's bits") { check_bit_identical(tensor_type::q4_0, 32); }
 TEST_CASE("the SIMD Q4_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q4_K, 256); }
 TEST_CASE("the SIMD Q6_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q6_K, 256); }
+TEST_CASE("the SIMD F16 matmul gives the reference's bits") {
+  check_bit_identical(tensor_type::f16, 16);  // GEMM path (rows a multiple of 4) and vector path
+  check_bit_identical(tensor_type::f16, 80);  // 64-element blocks and a tail
+}
 
 TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left alone") {
   if (fast_for(tensor_type::q4_0) == nullptr) {

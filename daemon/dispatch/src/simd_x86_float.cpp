@@ -1,0 +1,124 @@
+// AVX2 / FMA / F16C version of the F16-weight matmul of cpu_matmul.cpp (the reference's GEMM
+// path: 16 lanes of fused multiply-adds, reduced as reduce16; its vector dot product for
+// matrices it does not take through the GEMM: 64-element blocks into four 16-lane groups, the
+// tail added in double). Weights are widened 8 at a time with F16C, activations rounded to f16
+// the same way the reference rounds them; every lane sees the same operations in the same
+// order, so the bits are the reference's.
+#include "simd_x86.hpp"
+
+#if defined(__x86_64__)
+#include <vector>
+
+#include "ref_math.hpp"
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+SPITE_AVX2 inline __m256 widen8(const std::uint16_t* h) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+SPITE_AVX2 void round_to_f16(const float* x, float* out, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// GEMM path, R rows x K activation rows; n % 16 == 0.
+template <int R, int K>
+SPITE_AVX2 void f16_gemm_tile(const weight& w, std::int64_t o, const float* xs, std::int64_t t0, float* y) {
+  const std::int64_t n = w.in;
+  const std::uint16_t* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const std::uint16_t*>(w.row(o + r));
+  __m256 lo[R][K], hi[R][K];
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) lo[r][k] = hi[r][k] = _mm256_setzero_ps();
+  }
+  for (std::int64_t i = 0; i < n; i += 16) {
+    for (int r = 0; r < R; ++r) {
+      const __m256 w0 = widen8(rows[r] + i), w1 = widen8(rows[r] + i + 8);
+      for (int k = 0; k < K; ++k) {
+        const float* x = xs + (t0 + k) * n + i;
+        lo[r][k] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x), lo[r][k]);
+        hi[r][k] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + 8), hi[r][k]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) {
+      alignas(32) float lanes[16];
+      _mm256_store_ps(lanes, lo[r][k]);
+      _mm256_store_ps(lanes + 8, hi[r][k]);
+      y[(t0 + k) * w.out + o + r] = reduce16(lanes);
+    }
+  }
+}
+
+// Vector dot product path (any n): 64-element blocks into four 16-lane groups, combined as
+// (g0 + g2) + (g1 + g3), reduced; the tail's exact products added in double.
+SPITE_AVX2 float f16_vec_dot(const std::uint16_t* wrow, const float* x, std::int64_t n) {
+  const std::int64_t np = n & ~std::int64_t{63};
+  double sum = 0.0;
+  if (np > 0) {
+    __m256 acc[4][2];
+    for (auto& g : acc) g[0] = g[1] = _mm256_setzero_ps();
+    for (std::int64_t i = 0; i < np; i += 64) {
+      for (int g = 0; g < 4; ++g) {
+        const std::int64_t e = i + 16 * g;
+        acc[g][0] = _mm256_fmadd_ps(widen8(wrow + e), _mm256_loadu_ps(x + e), acc[g][0]);
+        acc[g][1] = _mm256_fmadd_ps(widen8(wrow + e + 8), _mm256_loadu_ps(x + e + 8), acc[g][1]);
+      }
+    }
+    alignas(32) float lanes[16];
+    for (int h = 0; h < 2; ++h) {
+      const __m256 a02 = _mm256_add_ps(acc[0][h], acc[2][h]);
+      const __m256 a13 = _mm256_add_ps(acc[1][h], acc[3][h]);
+      _mm256_store_ps(lanes + 8 * h, _mm256_add_ps(a02, a13));
+    }
+    sum = reduce16(lanes);
+  }
+  for (std::int64_t i = np; i < n; ++i) sum += static_cast<double>(_cvtsh_ss(wrow[i]) * x[i]);
+  return static_cast<float>(sum);
+}
+
+void matmul_f16_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  std::vector<float> xs(static_cast<std::size_t>(w.in * n_tokens));
+  round_to_f16(x, xs.data(), w.in * n_tokens);
+  // As cpu_matmul.cpp: the reference's GEMM takes row counts that are a multiple of 4 and
+  // contiguous activations; the rest go through its vector dot product.
+  const bool gemm = !w.no_gemm && w.out % 4 == 0 && w.in % 16 == 0;
+  if (!gemm) {
+    pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
+      for (std::int64_t o = begin; o < end; ++o) {
+        const auto* row = reinterpret_cast<const std::uint16_t*>(w.row(o));
+        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * w.out + o] = f16_vec_dot(row, xs.data() + t * w.in, w.in);
+      }
+    });
+    return;
+  }
+  pool.parallel_for(w.out / 4, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) {
+      std::int64_t t = 0;
+      if (n_tokens >= 4) {
+        for (; t + 4 <= n_tokens; t += 4) {
+          f16_gemm_tile<2, 4>(w, 4 * g, xs.data(), t, y);
+          f16_gemm_tile<2, 4>(w, 4 * g + 2, xs.data(), t, y);
+        }
+      }
+      for (; t < n_tokens; ++t) f16_gemm_tile<4, 1>(w, 4 * g, xs.data(), t, y);
+    }
+  });
+}
+
+}  // namespace
+
+void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_f16_impl(w, x, n_tokens, y, pool);
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
