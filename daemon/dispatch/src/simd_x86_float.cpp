@@ -4,6 +4,11 @@
 // tail added in double). Weights are widened 8 at a time with F16C, activations rounded to f16
 // the same way the reference rounds them; every lane sees the same operations in the same
 // order, so the bits are the reference's.
+
+// GCC 12's AVX-512 headers warn about their own _mm512_undefined values (a false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
@@ -57,6 +62,33 @@ SPITE_AVX2 void f16_gemm_tile(const weight& w, std::int64_t o, const float* xs, 
   }
 }
 
+// The same with AVX-512: one register holds the 16 lanes.
+#define SPITE_AVX512F __attribute__((target("avx2,fma,f16c,avx512f")))
+
+template <int R, int K>
+SPITE_AVX512F void f16_gemm_tile_512(const weight& w, std::int64_t o, const float* xs, std::int64_t t0, float* y) {
+  const std::int64_t n = w.in;
+  const std::uint16_t* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const std::uint16_t*>(w.row(o + r));
+  __m512 acc[R][K];
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) acc[r][k] = _mm512_setzero_ps();
+  }
+  for (std::int64_t i = 0; i < n; i += 16) {
+    for (int r = 0; r < R; ++r) {
+      const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + i)));
+      for (int k = 0; k < K; ++k) acc[r][k] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xs + (t0 + k) * n + i), acc[r][k]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][k]);
+      y[(t0 + k) * w.out + o + r] = reduce16(lanes);
+    }
+  }
+}
+
 // Vector dot product path (any n): 64-element blocks into four 16-lane groups, combined as
 // (g0 + g2) + (g1 + g3), reduced; the tail's exact products added in double.
 SPITE_AVX2 float f16_vec_dot(const std::uint16_t* wrow, const float* x, std::int64_t n) {
@@ -99,9 +131,13 @@ void matmul_f16_impl(const weight& w, const float* x, std::int64_t n_tokens, flo
     });
     return;
   }
+  const bool avx512 = has_avx512_kernels();
   pool.parallel_for(w.out / 4, [&](std::int64_t begin, std::int64_t end, int) {
     for (std::int64_t g = begin; g < end; ++g) {
       std::int64_t t = 0;
+      if (avx512) {
+        for (; t + 4 <= n_tokens; t += 4) f16_gemm_tile_512<4, 4>(w, 4 * g, xs.data(), t, y);
+      }
       if (n_tokens >= 4) {
         for (; t + 4 <= n_tokens; t += 4) {
           f16_gemm_tile<2, 4>(w, 4 * g, xs.data(), t, y);
