@@ -128,8 +128,8 @@ struct choice_state {
   bool done = false, stopped = false, role_sent = false;
   std::int32_t completion_tokens = 0, prompt_tokens = 0;
   clock_type::time_point last_token{};
-  std::string raw;            // tool mode: the text while it may still be a tool call
-  bool content_mode = false;  // tool mode: it turned out to be plain content
+  std::string raw;  // tool mode without streaming: the whole answer, parsed at the end
+  std::optional<tool_call_stream> tool_stream;  // tool mode, streaming
   json logprobs = json::array();          // every token's entry (non-streaming answer)
   json pending_logprobs = json::array();  // entries not yet sent with a chunk
   json tool_calls;                         // the calls found, when the choice made any
@@ -215,15 +215,17 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   // held until it is clear.
   void emit(std::size_t i, const std::string& text) {
     choice_state& c = choices[i];
-    if (tool_mode && !c.content_mode) {
+    if (tool_mode && !stream) {
+      // The whole answer is parsed at the end, so a call after some text (a thinking block, a
+      // sentence) is found too.
       c.raw += text;
-      // Without streaming the whole answer is parsed at the end, so a call after some text
-      // (a thinking block, a sentence) is found too.
-      if (!stream || may_become_tool_call(tools_format, c.raw)) return;
-      c.content_mode = true;
-      std::string all = std::move(c.raw);
-      c.raw.clear();
-      return emit_text(i, all);
+      return;
+    }
+    if (tool_mode) {
+      if (!c.tool_stream) c.tool_stream.emplace(tools_format);
+      const std::string ready = c.tool_stream->feed(text);
+      if (!ready.empty()) emit_text(i, ready);
+      return;
     }
     emit_text(i, text);
   }
@@ -326,7 +328,14 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
       if (!c.stopped) emit(i, c.held);
       c.held.clear();
       c.finish_reason = c.stopped ? "stop" : o.stop_reason == "length" ? "length" : "stop";
-      if (tool_mode && !c.content_mode) {
+      if (tool_mode) {
+        if (c.tool_stream) {
+          auto rest = c.tool_stream->finish();
+          if (!rest.content.empty()) emit_text(i, rest.content);
+          c.raw = std::move(rest.call);
+        }
+      }
+      if (tool_mode && !c.raw.empty()) {
         std::string content;
         auto calls = parse_tool_calls(tools_format, c.raw, content);
         if (calls) {

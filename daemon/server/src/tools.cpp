@@ -349,6 +349,57 @@ bool may_become_tool_call(tool_format format, std::string_view text) {
   return false;
 }
 
+std::string_view tool_call_marker(tool_format format) {
+  switch (format) {
+    case tool_format::hermes: return hermes_open;
+    case tool_format::mistral: return mistral_tag;
+    case tool_format::deepseek: return ds_calls_begin;
+    case tool_format::llama3: return llama3_tag;
+    case tool_format::gpt_oss: case tool_format::generic: return {};
+  }
+  return {};
+}
+
+std::string tool_call_stream::feed(std::string_view text) {
+  if (content_) return from_content(text);
+  call_ += text;
+  if (may_become_tool_call(format_, call_)) return {};
+  content_ = true;
+  const std::string all = std::move(call_);
+  call_.clear();
+  return from_content(all);
+}
+
+std::string tool_call_stream::from_content(std::string_view text) {
+  const std::string_view tag = tool_call_marker(format_);
+  if (tag.empty()) return std::string(text);
+  tag_tail_ += text;
+  if (const auto at = tag_tail_.find(tag); at != std::string::npos) {
+    std::string ready = tag_tail_.substr(0, at);
+    call_ = tag_tail_.substr(at);
+    tag_tail_.clear();
+    content_ = false;  // what follows the tag is held as a call again
+    return ready;
+  }
+  std::size_t keep = 0;  // the longest end that begins the tag
+  for (std::size_t k = std::min(tag.size() - 1, tag_tail_.size()); k > 0; --k) {
+    if (std::string_view(tag_tail_).ends_with(tag.substr(0, k))) {
+      keep = k;
+      break;
+    }
+  }
+  std::string ready = tag_tail_.substr(0, tag_tail_.size() - keep);
+  tag_tail_.erase(0, tag_tail_.size() - keep);
+  return ready;
+}
+
+tool_call_stream::rest tool_call_stream::finish() {
+  rest r{std::move(tag_tail_), std::move(call_)};
+  tag_tail_.clear();
+  call_.clear();
+  return r;
+}
+
 std::string generic_tool_prompt(const std::vector<tool_spec>& tools) {
   json list = json::array();
   for (const auto& t : tools) list.push_back({{"name", t.name}, {"parameters", t.parameters.is_null() ? json::object() : json::parse(t.parameters.dump())}});

@@ -146,3 +146,45 @@ TEST_CASE("renaming grammar rules leaves literals and classes alone") {
   const std::string p = prefix_gbnf_rules(g, "t0-");
   CHECK(p == "t0-root ::= \"root ::= x\" t0-item [a-z]* # root comment\nt0-item ::= [^\\]root] | \"\\\"item\"");
 }
+
+namespace {
+
+// Feeds `text` in pieces of `step` bytes; returns the content streamed and what finish() left.
+std::pair<std::string, tool_call_stream::rest> stream_through(tool_format f, const std::string& text, std::size_t step) {
+  tool_call_stream s(f);
+  std::string streamed;
+  for (std::size_t i = 0; i < text.size(); i += step) streamed += s.feed(std::string_view(text).substr(i, step));
+  return {streamed, s.finish()};
+}
+
+}  // namespace
+
+TEST_CASE("a streamed call after some content: the content streams, the call is held and parses") {
+  for (const tool_format f : {tool_format::hermes, tool_format::mistral, tool_format::deepseek, tool_format::llama3}) {
+    // Llama 3 marks a call that does not open the answer with its python tag.
+    const std::string call = f == tool_format::llama3 ? "<|python_tag|>" + sample_call(f) : sample_call(f);
+    for (const std::size_t step : {1u, 3u, 7u, 1000u}) {
+      INFO("format " << static_cast<int>(f) << ", pieces of " << step);
+      auto [streamed, rest] = stream_through(f, "Let me check that. " + call, step);
+      CHECK(streamed + rest.content == "Let me check that. ");
+      std::string content;
+      const auto calls = parse_tool_calls(f, rest.call, content);
+      REQUIRE(calls.has_value());
+      CHECK(content.empty());
+      CHECK((*calls)[0].name == "get_weather");
+    }
+  }
+}
+
+TEST_CASE("a streamed answer that only looks like the start of a tag goes out whole as content") {
+  auto [streamed, rest] = stream_through(tool_format::hermes, "Use <b>bold</b> or a <tool", 2);
+  CHECK(streamed + rest.content == "Use <b>bold</b> or a <tool");
+  CHECK(rest.call.empty());
+  auto [plain, plain_rest] = stream_through(tool_format::generic, "Hello {not a call}", 4);
+  CHECK(plain + plain_rest.content == "Hello {not a call}");
+  CHECK(plain_rest.call.empty());
+  // A call from the first byte is held from the first byte.
+  auto [none, call_rest] = stream_through(tool_format::hermes, sample_call(tool_format::hermes), 5);
+  CHECK(none.empty());
+  CHECK(call_rest.call == sample_call(tool_format::hermes));
+}

@@ -46,6 +46,34 @@ std::optional<std::vector<tool_call>> parse_tool_calls(tool_format format, std::
 // that could is held back instead of being sent as content.
 bool may_become_tool_call(tool_format format, std::string_view text);
 
+// The tag that opens the calls of a tagged format (Hermes, Mistral, DeepSeek, Llama 3's python
+// tag), or empty: while content streams, text from this tag on is held back as a possible call.
+std::string_view tool_call_marker(tool_format format);
+
+// One streamed choice with tools: splits the text as it comes into content that can go out now
+// and text held back as a possible call: from the start while it may still become one, and,
+// after some content, from the format's tag on (so "Let me check. <tool_call>..." streams its
+// first sentence and still ends as a call, as it would without streaming).
+class tool_call_stream {
+ public:
+  explicit tool_call_stream(tool_format format) : format_(format) {}
+  // Content that is final now (possibly empty).
+  std::string feed(std::string_view text);
+  // At the end: the content still held, and the possible call (empty when there is none), to
+  // be parsed with parse_tool_calls; text that is no call after all goes out as content.
+  struct rest {
+    std::string content, call;
+  };
+  rest finish();
+
+ private:
+  std::string from_content(std::string_view text);
+  tool_format format_;
+  std::string call_;      // held as a possible call
+  std::string tag_tail_;  // an end of the content that may begin the tag
+  bool content_ = false;  // the start was not a call
+};
+
 // For templates that know no tools: a system message that describes them and the generic format.
 std::string generic_tool_prompt(const std::vector<tool_spec>& tools);
 
