@@ -2,6 +2,7 @@
 // (response_format, grammar), tool calls forced by tool_choice, and logprobs, the prompt's
 // own (echo) compared with the reference engine's logits.
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -104,6 +105,41 @@ TEST_CASE("embeddings: strings and token arrays, float and base64, normalised an
   CHECK(bad.status == 400);
   CHECK(bad.json().at("error").at("param") == "input");
   CHECK(c.post("/v1/embeddings", {{"model", "nope"}, {"input", "x"}}).status == 404);
+}
+
+TEST_CASE("embedding requests beyond the model's bound get 429 at once, and other requests go on") {
+  feature_daemon d;
+  // Two large requests: one runs, one waits (the bound); a third gets 429 with Retry-After
+  // instead of taking one more of the server's handler threads.
+  const std::string sentence = "Once upon a time there was a little girl who lived in a village near the forest, and every day";
+  const json large = {{"model", "stories"}, {"input", json(std::vector<std::string>(60, sentence))}};
+  http_response first, second;
+  std::atomic<int> finished{0};
+  const auto started = std::chrono::steady_clock::now();
+  std::jthread a([&] {
+    first = http_client(d.port, "127.0.0.1", 120s).post("/v1/embeddings", large);
+    finished++;
+  });
+  std::jthread b([&] {
+    second = http_client(d.port, "127.0.0.1", 120s).post("/v1/embeddings", large);
+    finished++;
+  });
+  std::this_thread::sleep_for(150ms);
+  http_client c(d.port, "127.0.0.1", 120s);
+  const auto third = c.post("/v1/embeddings", {{"model", "stories"}, {"input", "The cat sat"}});
+  const auto models = c.get("/v1/models");
+  const bool overlapped = finished == 0;  // both still running then
+  a.join();
+  b.join();
+  INFO("the large requests took " << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() << " s");
+  CHECK(first.status == 200);
+  CHECK(second.status == 200);
+  CHECK(models.status == 200);
+  REQUIRE(overlapped);  // else the machine was too fast for this check to mean anything
+  INFO(third.body);
+  CHECK(third.status == 429);
+  CHECK_FALSE(third.header("retry-after").empty());
+  CHECK(third.json().at("error").at("type") == "invalid_request_error");
 }
 
 TEST_CASE("response_format json_schema output validates against its schema, and unenforceable schemas get 400") {

@@ -103,9 +103,12 @@ void openai_api::embeddings(const http_request& r, std::shared_ptr<http_responde
   if (!result) {
     const error& e = result.err();
     const int status = e.code == errc::not_found ? 404 : e.code == errc::unavailable ? 503 : e.code == errc::busy ? 429 : 400;
+    header_list headers;
+    if (status == 429 || status == 503) headers.emplace_back("Retry-After", "1");
     return answer(endpoint, *out, status,
                   error_body(e.message, status == 404 ? "invalid_request_error" : status >= 500 ? "server_error" : "invalid_request_error",
-                             status == 404 ? "model" : "input", status == 404 ? "model_not_found" : ""));
+                             status == 404 ? "model" : status == 429 ? "" : "input", status == 404 ? "model_not_found" : ""),
+                  headers);
   }
   json data = json::array();
   for (std::size_t i = 0; i < result->vectors.size(); ++i) {

@@ -123,6 +123,32 @@ std::string pooling_of(const gguf::file& f, const std::string& arch) {
   }
 }
 
+// A turn on the model's side context: at most loaded_model::max_embed_requests running and
+// waiting, and no longer than the request timeout; otherwise busy (429 with Retry-After).
+class side_context_turn {
+ public:
+  side_context_turn(loaded_model& m, std::chrono::steady_clock::time_point deadline) : m_(m), lock_(m.embed_mutex, std::defer_lock) {
+    if (m_.embed_requests.fetch_add(1) >= loaded_model::max_embed_requests) return;
+    got_ = lock_.try_lock_until(deadline);
+  }
+  ~side_context_turn() {
+    if (lock_.owns_lock()) lock_.unlock();
+    m_.embed_requests.fetch_sub(1);
+  }
+  side_context_turn(const side_context_turn&) = delete;
+  side_context_turn& operator=(const side_context_turn&) = delete;
+  bool ok() const noexcept { return got_; }
+
+ private:
+  loaded_model& m_;
+  std::unique_lock<std::timed_mutex> lock_;
+  bool got_ = false;
+};
+
+error side_context_busy(const std::string& model) {
+  return make_error(errc::busy, "model '" + model + "' is busy with other embedding or logprob requests; retry shortly");
+}
+
 }  // namespace
 
 result<std::vector<server::token_logprob_entry>> http_backend::prompt_logprobs(const std::string& model,
@@ -138,7 +164,8 @@ result<std::vector<server::token_logprob_entry>> http_backend::prompt_logprobs(c
     service& s;
     ~finished() { s.request_finished(); }
   } guard{svc_};
-  std::lock_guard lock(m.embed_mutex);  // the model's side context, shared with embeddings
+  const side_context_turn turn(m, svc_.request_deadline());  // the side context, shared with embeddings
+  if (!turn.ok()) return side_context_busy(model);
   if (!m.embed_ctx) {
     auto ctx = executor::context::create(*m.model, {.n_ctx = m.engine->n_ctx(), .n_threads = 0, .n_seq_max = 1, .ops = svc_.ops_of(m)});
     if (!ctx) return std::move(ctx).err();
@@ -202,7 +229,8 @@ result<server::embed_output> http_backend::embed(const server::embed_input& inpu
     service& s;
     ~finished() { s.request_finished(); }
   } guard{svc_};
-  std::lock_guard lock(m.embed_mutex);
+  const side_context_turn turn(m, svc_.request_deadline());
+  if (!turn.ok()) return side_context_busy(input.model);
   if (!m.embed_ctx) {
     auto ctx = executor::context::create(*m.model, {.n_ctx = m.engine->n_ctx(), .n_threads = 0, .n_seq_max = 1,
                                                     .ops = svc_.ops_of(m)});

@@ -55,8 +55,12 @@ struct loaded_model {
   std::unique_ptr<scheduler::engine> engine;
   std::atomic<int> in_flight{0};
   std::atomic<std::int64_t> last_used_ms{0};  // steady clock
-  // Embeddings run on a context of their own (made on first use), one request at a time.
-  std::mutex embed_mutex;
+  // Embeddings (and prompt logprobs) run on a context of their own (made on first use), one
+  // request at a time. They run on the HTTP server's handler threads, so only a few may wait:
+  // beyond that a request gets 429 at once rather than holding a handler thread.
+  std::timed_mutex embed_mutex;
+  std::atomic<int> embed_requests{0};  // running and waiting
+  static constexpr int max_embed_requests = 2;
   std::unique_ptr<executor::context> embed_ctx;
 };
 
