@@ -139,7 +139,7 @@ TEST_CASE("embedding requests beyond the model's bound get 429 at once, and othe
   INFO(third.body);
   CHECK(third.status == 429);
   CHECK_FALSE(third.header("retry-after").empty());
-  CHECK(third.json().at("error").at("type") == "invalid_request_error");
+  CHECK(third.json().at("error").at("type") == "rate_limit_error");
 }
 
 TEST_CASE("response_format json_schema output validates against its schema, and unenforceable schemas get 400") {

@@ -106,7 +106,7 @@ void openai_api::embeddings(const http_request& r, std::shared_ptr<http_responde
     header_list headers;
     if (status == 429 || status == 503) headers.emplace_back("Retry-After", "1");
     return answer(endpoint, *out, status,
-                  error_body(e.message, status == 404 ? "invalid_request_error" : status >= 500 ? "server_error" : "invalid_request_error",
+                  error_body(e.message, status == 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error",
                              status == 404 ? "model" : status == 429 ? "" : "input", status == 404 ? "model_not_found" : ""),
                   headers);
   }
