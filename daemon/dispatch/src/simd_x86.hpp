@@ -199,6 +199,40 @@ constexpr std::size_t q4_K_packed_scales = 32, q4_K_packed_mins = 96, q4_K_packe
 
 // One group of 8 packed rows against activation rows t0.. (1 or 4 of them): rows below `ng`
 // with the GEMM's float order, the others with the GEMV's.
+// The float side of the packed Q4_K tiles, shared by their AVX2 and AVX-512 versions. One
+// activation row's sums for sub-block pair j (rows as lanes, scales applied): GEMM rows add
+// them with one fma each at once, GEMV rows collect them until the super-block ends.
+struct q4_K_row_acc {
+  __m256 acc, acc_min;
+  __m256i is, ms;
+};
+
+SPITE_AVX2 inline void q4_K_add_pair(q4_K_row_acc& a, bool gemm, __m256i pair, __m256i mins, const gguf::block_q8_K& x,
+                                     int j, __m256 dw, __m256 dmw) {
+  // The activation sums of sub-blocks 2j and 2j + 1 as one int16 pair per lane, for madd.
+  const std::uint32_t bp = static_cast<std::uint16_t>(x.bsums[4 * j] + x.bsums[4 * j + 1]) |
+                           (static_cast<std::uint32_t>(static_cast<std::uint16_t>(x.bsums[4 * j + 2] + x.bsums[4 * j + 3])) << 16);
+  const __m256i pair_min = _mm256_madd_epi16(mins, _mm256_set1_epi32(static_cast<int>(bp)));
+  if (gemm) {
+    const __m256 xd = _mm256_set1_ps(x.d);
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair), _mm256_mul_ps(dw, xd), a.acc);
+    a.acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_min), _mm256_mul_ps(dmw, xd), a.acc_min);
+  } else {
+    a.is = _mm256_add_epi32(a.is, pair);
+    a.ms = _mm256_add_epi32(a.ms, pair_min);
+  }
+}
+
+// At the end of a super-block: a GEMV row's one fma; then its integer sums start again.
+SPITE_AVX2 inline void q4_K_end_block(q4_K_row_acc& a, bool gemm, float x_d, __m256 dw, __m256 dmw) {
+  if (!gemm) {
+    const __m256 xd = _mm256_set1_ps(x_d);
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a.is), _mm256_mul_ps(dw, xd), a.acc);
+    a.acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a.ms), _mm256_mul_ps(dmw, xd), a.acc_min);
+  }
+  a.is = a.ms = _mm256_setzero_si256();
+}
+
 using q4_K_tile_fn = void (*)(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
                               std::int64_t ng, std::int64_t out, float* y);
 struct q4_K_tiles {

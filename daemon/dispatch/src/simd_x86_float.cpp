@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ref_math.hpp"
+#include "simd_math.hpp"
 
 namespace spite::dispatch::cpu::x86 {
 namespace {
@@ -23,14 +24,6 @@ SPITE_AVX2 inline __m256 widen8(const std::uint16_t* h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
-SPITE_AVX2 void round_to_f16(const float* x, float* out, std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-  }
-  for (; i < n; ++i) out[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
 
 // GEMM path, R rows x K activation rows; n % 16 == 0.
 template <int R, int K>
@@ -118,7 +111,7 @@ SPITE_AVX2 float f16_vec_dot(const std::uint16_t* wrow, const float* x, std::int
 
 void matmul_f16_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   std::vector<float> xs(static_cast<std::size_t>(w.in * n_tokens));
-  round_to_f16(x, xs.data(), w.in * n_tokens);
+  fast_math()->round_f16(x, xs.data(), w.in * n_tokens);  // present wherever this file's kernels are
   // As cpu_matmul.cpp: the reference's GEMM takes row counts that are a multiple of 4 and
   // contiguous activations; the rest go through its vector dot product.
   const bool gemm = !w.no_gemm && w.out % 4 == 0 && w.in % 16 == 0;

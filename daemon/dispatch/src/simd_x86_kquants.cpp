@@ -184,8 +184,8 @@ template <int K>
 SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
                                  std::int64_t ng, std::int64_t out, float* y) {
   const __m256i m = _mm256_set1_epi8(0x0F);
-  __m256 acc[K], acc_min[K];
-  for (int k = 0; k < K; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
+  q4_K_row_acc a[K];
+  for (auto& r : a) r = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
   const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * q4_K_packed_block,
                                   static_cast<std::size_t>(nb) * q4_K_packed_block, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
@@ -195,8 +195,6 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
     const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + 96);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
-    __m256i is[K], ms[K];
-    for (int k = 0; k < K; ++k) is[k] = ms[k] = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
       __m256i lo[8], hi[8];
       for (int c = 0; c < 8; ++c) {
@@ -217,28 +215,12 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
           a1 = _mm256_add_epi16(a1, _mm256_maddubs_epi16(hi[c], _mm256_set1_epi32(load_u32(x0 + 32 + 4 * c))));
         }
         const __m256i pair = _mm256_add_epi32(_mm256_madd_epi16(a0, s_lo), _mm256_madd_epi16(a1, s_hi));
-        const std::uint32_t bp = static_cast<std::uint16_t>(x.bsums[4 * j] + x.bsums[4 * j + 1]) |
-                                 (static_cast<std::uint32_t>(static_cast<std::uint16_t>(x.bsums[4 * j + 2] + x.bsums[4 * j + 3])) << 16);
-        const __m256i pair_min = _mm256_madd_epi16(mins, _mm256_set1_epi32(static_cast<int>(bp)));
-        if (t0 + k < ng) {  // GEMM rows: one fma per pair of sub-blocks
-          const __m256 xd = _mm256_set1_ps(x.d);
-          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair), _mm256_mul_ps(dw, xd), acc[k]);
-          acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_min), _mm256_mul_ps(dmw, xd), acc_min[k]);
-        } else {
-          is[k] = _mm256_add_epi32(is[k], pair);
-          ms[k] = _mm256_add_epi32(ms[k], pair_min);
-        }
+        q4_K_add_pair(a[k], t0 + k < ng, pair, mins, x, j, dw, dmw);
       }
     }
-    for (int k = 0; k < K; ++k) {
-      if (t0 + k >= ng) {  // GEMV rows: one fma per super-block
-        const __m256 xd = _mm256_set1_ps(xq[(t0 + k) * nb + b].d);
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[k]), _mm256_mul_ps(dw, xd), acc[k]);
-        acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms[k]), _mm256_mul_ps(dmw, xd), acc_min[k]);
-      }
-    }
+    for (int k = 0; k < K; ++k) q4_K_end_block(a[k], t0 + k < ng, xq[(t0 + k) * nb + b].d, dw, dmw);
   }
-  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(acc[k], acc_min[k]));
+  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(a[k].acc, a[k].acc_min));
 }
 
 void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
