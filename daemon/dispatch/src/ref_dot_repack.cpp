@@ -87,6 +87,10 @@ void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, 
   }
 }
 
+
+namespace {
+
+// The 8 six-bit (scale, min) pairs of a Q4_K super-block.
 void unpack_scales_mins_k4(const std::uint8_t* scales, std::uint8_t* sc, std::uint8_t* mn) {
   for (int j = 0; j < 8; ++j) {
     if (j < 4) {
@@ -98,8 +102,6 @@ void unpack_scales_mins_k4(const std::uint8_t* scales, std::uint8_t* sc, std::ui
     }
   }
 }
-
-namespace {
 
 // ---- 32-element block types: Q4_0, IQ4_NL
 

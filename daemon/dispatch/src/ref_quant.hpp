@@ -58,8 +58,6 @@ std::int64_t gemm_rows(std::int64_t n_tokens);
 // dot product quantizes them.
 void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, bool repacked,
                         std::vector<gguf::block_q8_K>& xq);
-// The 8 six-bit (scale, min) pairs of a Q4_K / Q5_K super-block.
-void unpack_scales_mins_k4(const std::uint8_t* scales, std::uint8_t* sc, std::uint8_t* mn);
 
 // Horizontal sums in the order of the AVX / AVX-512 reductions.
 inline float reduce8(const float* a) {

@@ -153,7 +153,6 @@ struct rows8_buffer {
   std::vector<float> dmin;      // (Q4_K) as d
   std::vector<std::int16_t> sc;  // (Q4_K) row r's sub-block scales at r * in / 32
   std::vector<std::int32_t> mins;  // (Q4_K) block b, sub-block g, row r at 64 * b + 8 * g + r
-  std::vector<float> acc;        // per token, 8 lanes (two sets for Q4_K)
 };
 
 inline std::int32_t load_u32(const std::int8_t* p) {

@@ -216,6 +216,7 @@ int main(int argc, char** argv) {
       return std::move(next).err();
     }
     log::set_level(next->log_level);
+    dispatch::set_cpu_repack(next->inference.repack_weights);  // for models loaded from now on
     if (next->control.socket != cfg.control.socket || next->server.port != cfg.server.port ||
         next->server.host != cfg.server.host) {
       log::warn("reload: [server] host/port and [control] socket take effect at the next restart");
