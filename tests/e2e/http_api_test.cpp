@@ -91,6 +91,26 @@ TEST_CASE("completions at temperature 0 reproduce the golden greedy continuation
     CHECK(text64 + "\n" == local.out);
   }
 
+  SECTION("a repeated or extended prompt is served from the prompt cache, with the same golden text") {
+    const std::string prompt = runs[2].at("prompt").get<std::string>();
+    const std::size_t n_tokens = runs[2].at("tokens").size();
+    const json body = {{"model", "stories"}, {"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}};
+    const json first = ok_json(c.post("/v1/completions", body));
+    check_golden(first["choices"][0].at("text").get<std::string>(), runs[2]);
+    const json again = ok_json(c.post("/v1/completions", body));
+    check_golden(again["choices"][0].at("text").get<std::string>(), runs[2]);
+    CHECK(again.at("usage").at("prompt_tokens") == n_tokens);
+    CHECK(again.at("usage").at("prompt_tokens_details").at("cached_tokens") == n_tokens - 1);
+
+    // The first answer appended: everything the sequence evaluated is reused.
+    const std::string extended = prompt + first["choices"][0].at("text").get<std::string>() + " The end.";
+    const json next = ok_json(c.post("/v1/completions", {{"model", "stories"}, {"prompt", extended}, {"max_tokens", 4},
+                                                          {"temperature", 0}}));
+    CHECK(next.at("usage").at("prompt_tokens_details").at("cached_tokens").get<std::size_t>() >= n_tokens);
+    const std::string m = c.get("/metrics").body;
+    CHECK(metric(m, "spite_prompt_cached_tokens_total") >= double(2 * n_tokens - 1));
+  }
+
   SECTION("an array of prompts gives one choice per prompt, in order") {
     json prompts = json::array();
     for (const auto& r : runs) prompts.push_back(r.at("prompt"));
@@ -234,6 +254,14 @@ TEST_CASE("chat completions: the response shape, text parts, and parts that are 
   CHECK_THAT(image.json()["error"].at("message").get<std::string>(), Catch::Contains("image_url"));
 }
 
+// The same request a second time: the same counts, all but the last prompt token from the cache.
+void check_same_usage_from_cache(const json& again, const json& first) {
+  CHECK(again.at("prompt_tokens") == first.at("prompt_tokens"));
+  CHECK(again.at("completion_tokens") == first.at("completion_tokens"));
+  CHECK(again.at("total_tokens") == first.at("total_tokens"));
+  CHECK(again.at("prompt_tokens_details").at("cached_tokens") == first.at("prompt_tokens").get<int>() - 1);
+}
+
 TEST_CASE("streaming: the exact chunk sequence, equal to the answer without streaming") {
   api_daemon d;
   http_client c = d.client();
@@ -266,7 +294,7 @@ TEST_CASE("streaming: the exact chunk sequence, equal to the answer without stre
         CHECK(ch.at("system_fingerprint").is_string());
         if (include_usage && i + 1 == n) {
           CHECK(ch.at("choices") == json::array());
-          CHECK(ch.at("usage") == plain.at("usage"));
+          check_same_usage_from_cache(ch.at("usage"), plain.at("usage"));
           continue;
         }
         if (include_usage) {
@@ -313,7 +341,7 @@ TEST_CASE("streaming: the exact chunk sequence, equal to the answer without stre
       CHECK(ch["choices"][0].at("text").is_string());
     }
     CHECK(s.chunks.back().at("choices") == json::array());
-    CHECK(s.chunks.back().at("usage") == plain.at("usage"));
+    check_same_usage_from_cache(s.chunks.back().at("usage"), plain.at("usage"));
     for (int i = 0; i < 2; ++i) {
       CHECK(streamed_text(s.chunks, i) == plain["choices"][i]["text"].get<std::string>());
       int finishes = 0;

@@ -18,6 +18,8 @@ struct slot {
   std::unique_ptr<sampler_chain> chain;
   std::unique_ptr<tokenizer::stream_detokenizer> detok;
   std::size_t prompt_done = 0;  // prompt tokens already in the KV cache
+  std::vector<std::int32_t> cached;  // the tokens whose KV the sequence holds, position by position
+  std::uint64_t last_used = 0;       // admission counter, for least-recently-used reuse
   std::int32_t next_token = -1;
   std::int32_t pos = 0;
   generation_result result;
@@ -36,6 +38,7 @@ struct engine::impl {
   std::deque<generation_request> queue;
   bool stopping = false;
   std::atomic<int> active{0};  // busy slots (the slots themselves belong to the loop thread)
+  std::uint64_t admissions = 0;
   engine_stats counters;
   std::thread loop;
   std::once_flag grammar_vocab_once;
@@ -60,7 +63,8 @@ struct engine::impl {
     }
     s.result.stop_reason = std::move(reason);
     s.result.failure = std::move(failure);
-    [[maybe_unused]] auto r = ctx->memory().seq_rm(s.seq, -1, -1);
+    // A failed step leaves the sequence's memory undefined; otherwise it stays for the next request.
+    if (!options.prompt_cache || s.result.failure) forget(s);
     if (s.req.on_done) s.req.on_done(s.result);
     s.busy = false;
     active--;
@@ -69,10 +73,55 @@ struct engine::impl {
     s.detok.reset();
   }
 
-  // Moves queued requests into free slots.
-  void admit() {
+  void forget(slot& s) {
+    [[maybe_unused]] auto r = ctx->memory().seq_rm(s.seq, -1, -1);
+    s.cached.clear();
+  }
+
+  static std::size_t common_prefix(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b) {
+    const std::size_t n = std::min(a.size(), b.size());
+    std::size_t i = 0;
+    while (i < n && a[i] == b[i]) ++i;
+    return i;
+  }
+
+  // The free slot for `prompt`: the one sharing the longest prefix with it when that covers at
+  // least half the prompt; otherwise an empty slot, else the least recently used, so a short
+  // common start (a BOS token, a template header) does not evict another conversation.
+  slot* pick_slot(const std::vector<std::int32_t>& prompt) {
+    slot* best_hit = nullptr;
+    std::size_t best_prefix = 0;
+    slot* fallback = nullptr;
     for (slot& s : slots) {
       if (s.busy) continue;
+      const std::size_t prefix = common_prefix(s.cached, prompt);
+      if (prefix > 0 && prefix * 2 >= prompt.size() && prefix > best_prefix) {
+        best_hit = &s;
+        best_prefix = prefix;
+      }
+      const auto rank = [](const slot& x) { return std::pair{!x.cached.empty(), x.last_used}; };
+      if (!fallback || rank(s) < rank(*fallback)) fallback = &s;
+    }
+    return best_hit ? best_hit : fallback;
+  }
+
+  // Keeps the reusable prefix of the slot's KV (one prompt token is always evaluated, its logits
+  // start the generation) and returns its length. A memory that cannot be cut there (a recurrent
+  // state) is cleared instead.
+  std::size_t reuse_prefix(slot& s, const std::vector<std::int32_t>& prompt) {
+    if (!options.prompt_cache) return 0;
+    const std::size_t keep = std::min(common_prefix(s.cached, prompt), prompt.size() - 1);
+    if (!ctx->memory().seq_rm(s.seq, static_cast<std::int32_t>(keep), -1)) {
+      forget(s);
+      return 0;
+    }
+    s.cached.resize(keep);
+    return keep;
+  }
+
+  // Moves queued requests into free slots.
+  void admit() {
+    while (active < static_cast<int>(slots.size())) {
       generation_request r;
       {
         std::lock_guard lock(mutex);
@@ -80,9 +129,11 @@ struct engine::impl {
         r = std::move(queue.front());
         queue.pop_front();
       }
+      slot& s = *pick_slot(r.prompt);
       auto chain = make_chain(r.sampling);
       s.busy = true;
       active++;
+      s.last_used = ++admissions;
       s.req = std::move(r);
       s.result = {};
       s.result.prompt_tokens = static_cast<std::int32_t>(s.req.prompt.size());
@@ -98,9 +149,14 @@ struct engine::impl {
       s.chain = std::move(*chain);
       for (std::int32_t t : s.req.prompt) s.chain->accept_prompt(t);
       s.detok = std::make_unique<tokenizer::stream_detokenizer>(tok);
-      s.prompt_done = 0;
-      s.pos = 0;
+      const std::size_t reused = reuse_prefix(s, s.req.prompt);
+      s.result.cached_tokens = static_cast<std::int32_t>(reused);
+      s.prompt_done = reused;
+      s.pos = static_cast<std::int32_t>(reused);
       s.next_token = -1;
+      std::lock_guard lock(mutex);
+      counters.prompt_tokens += s.req.prompt.size();
+      counters.cached_prompt_tokens += reused;
     }
   }
 
@@ -141,11 +197,13 @@ struct engine::impl {
           for (std::size_t i = s.prompt_done; i < end; ++i) {
             const bool last = i + 1 == s.req.prompt.size();
             b.add(s.req.prompt[i], s.pos++, s.seq, last);
+            s.cached.push_back(s.req.prompt[i]);
             if (last) wants_logits.push_back(&s);
           }
           s.prompt_done = end;
         } else {
           b.add(s.next_token, s.pos++, s.seq, true);
+          s.cached.push_back(s.next_token);
           wants_logits.push_back(&s);
         }
       }

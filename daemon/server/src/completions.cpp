@@ -126,7 +126,7 @@ struct choice_state {
   std::string held;  // the end that might still become a stop string
   std::string finish_reason;
   bool done = false, stopped = false, role_sent = false;
-  std::int32_t completion_tokens = 0, prompt_tokens = 0;
+  std::int32_t completion_tokens = 0, prompt_tokens = 0, cached_tokens = 0;
   clock_type::time_point last_token{};
   std::string raw;  // tool mode without streaming: the whole answer, parsed at the end
   std::optional<tool_call_stream> tool_stream;  // tool mode, streaming
@@ -317,6 +317,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
     c.done = true;
     c.completion_tokens = o.completion_tokens;
     c.prompt_tokens = o.prompt_tokens;
+    c.cached_tokens = o.cached_tokens;
     if (o.failure) {
       failed = true;
       failure = *o.failure;
@@ -379,18 +380,25 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
 
   json usage() const {
     // Each prompt counts once, however many choices it has; every choice's tokens count.
-    std::int32_t completion = 0, prompt_tokens = 0;
+    // cached: the prompt's tokens that no choice had to evaluate (the fewest over its choices).
+    std::int32_t completion = 0, prompt_tokens = 0, cached = 0;
+    const auto per_prompt = static_cast<std::size_t>(n_per_prompt);
     for (std::size_t i = 0; i < choices.size(); ++i) {
       completion += choices[i].completion_tokens;
-      if (i % static_cast<std::size_t>(n_per_prompt) == 0) prompt_tokens += choices[i].prompt_tokens;
+      if (i % per_prompt != 0) continue;
+      prompt_tokens += choices[i].prompt_tokens;
+      std::int32_t least = choices[i].cached_tokens;
+      for (std::size_t j = i + 1; j < std::min(choices.size(), i + per_prompt); ++j) least = std::min(least, choices[j].cached_tokens);
+      cached += least;
     }
     return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion}, {"total_tokens", prompt_tokens + completion},
-            {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
   }
 
   void complete() {
     const json u = usage();
-    api->metrics_.tokens(u["prompt_tokens"].get<std::int64_t>(), u["completion_tokens"].get<std::int64_t>());
+    api->metrics_.tokens(u["prompt_tokens"].get<std::int64_t>(), u["completion_tokens"].get<std::int64_t>(),
+                         u["prompt_tokens_details"]["cached_tokens"].get<std::int64_t>());
     if (stream) {
       if (include_usage && !failed) {
         json ch = chunk_base();

@@ -36,9 +36,10 @@ void api_metrics::request(const std::string& endpoint, int status) {
   requests_[{endpoint, status}]++;
 }
 
-void api_metrics::tokens(std::int64_t prompt, std::int64_t generated) {
+void api_metrics::tokens(std::int64_t prompt, std::int64_t generated, std::int64_t cached_prompt) {
   std::lock_guard lock(mutex_);
   prompt_tokens_ += static_cast<std::uint64_t>(prompt);
+  cached_prompt_tokens_ += static_cast<std::uint64_t>(cached_prompt);
   generated_tokens_ += static_cast<std::uint64_t>(generated);
 }
 
@@ -53,6 +54,9 @@ std::string api_metrics::render() const {
     }
     out += "# HELP spite_prompt_tokens_total Prompt tokens processed.\n# TYPE spite_prompt_tokens_total counter\n"
            "spite_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+    out += "# HELP spite_prompt_cached_tokens_total Prompt tokens served from the prompt cache (not evaluated).\n"
+           "# TYPE spite_prompt_cached_tokens_total counter\nspite_prompt_cached_tokens_total " +
+           std::to_string(cached_prompt_tokens_) + "\n";
     out += "# HELP spite_generated_tokens_total Tokens generated.\n# TYPE spite_generated_tokens_total counter\n"
            "spite_generated_tokens_total " + std::to_string(generated_tokens_) + "\n";
   }

@@ -238,6 +238,7 @@ void service::run(const json& request, control::responder& out) {
   const auto st = m.engine->stats();
   out.result({{"text", done.text},
               {"prompt_tokens", done.prompt_tokens},
+              {"cached_tokens", done.cached_tokens},
               {"generated", done.generated},
               {"stop_reason", done.stop_reason},
               {"engine", {{"steps", st.steps}, {"max_sequences_in_step", st.max_sequences_in_step},

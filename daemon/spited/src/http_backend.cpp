@@ -89,6 +89,7 @@ result<std::shared_ptr<server::generation>> http_backend::generate(const server:
   g.on_done = [svc, lease, on_done = std::move(callbacks.on_done)](const scheduler::generation_result& r) mutable {
     server::generate_outcome o;
     o.prompt_tokens = r.prompt_tokens;
+    o.cached_tokens = r.cached_tokens;
     o.completion_tokens = r.generated;
     o.stop_reason = r.stop_reason;
     o.failure = r.failure;

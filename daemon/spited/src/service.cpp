@@ -227,7 +227,8 @@ result<std::shared_ptr<loaded_model>> service::load(const model_spec& spec, bool
   }
   auto engine = scheduler::engine::create(*m->model, m->tok,
                                           {.max_concurrent = opts.max_concurrent, .queue_size = opts.queue_size,
-                                           .n_ctx = n_ctx, .threads = opts.threads, .ops = ops, .loras = m->loras});
+                                           .n_ctx = n_ctx, .threads = opts.threads, .prompt_cache = opts.prompt_cache,
+                                           .ops = ops, .loras = m->loras});
   if (!engine) return std::move(engine).err().with_context(spec.path);
   m->engine = std::move(*engine);
   m->last_used_ms = now_ms();

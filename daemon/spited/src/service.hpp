@@ -87,6 +87,7 @@ struct service_options {
   int threads = 0;
   int max_concurrent = 4;
   int queue_size = 64;
+  bool prompt_cache = true;
   std::int32_t n_ctx = 0;
   std::int32_t max_tokens = 4096;
   std::uint64_t memory_limit = 0;  // bytes for all models; 0: what is available when loading

@@ -23,6 +23,7 @@ namespace spite::scheduler {
 struct generation_result {
   std::string text;
   std::int32_t prompt_tokens = 0, generated = 0;
+  std::int32_t cached_tokens = 0;  // leading prompt tokens whose KV was reused from an earlier request
   std::string stop_reason;  // "stop" (end of generation token), "length", "cancelled", "timeout", "error"
   std::optional<error> failure;
 };
@@ -54,6 +55,9 @@ struct engine_options {
   std::int32_t n_ctx = 0;      // per sequence; 0: the model's, at most 4096
   int threads = 0;
   std::int32_t prompt_chunk = 64;  // prompt tokens per sequence per step, so decoding never stalls
+  // Keep each finished sequence's KV and start a new request on the free slot that shares the
+  // longest prefix with it (multi-turn chat, shared system prompts), evaluating only the rest.
+  bool prompt_cache = true;
   std::shared_ptr<const dispatch::op_table> ops;
   std::shared_ptr<const models::lora_set> loras;  // applied to every step; null: none
 };
@@ -61,6 +65,7 @@ struct engine_options {
 struct engine_stats {
   std::uint64_t steps = 0, tokens = 0, sequences_in_steps = 0;
   int max_sequences_in_step = 0;
+  std::uint64_t prompt_tokens = 0, cached_prompt_tokens = 0;
   int active = 0, queued = 0;
 };
 

@@ -27,14 +27,14 @@ class histogram {
 class api_metrics {
  public:
   void request(const std::string& endpoint, int status);
-  void tokens(std::int64_t prompt, std::int64_t generated);
+  void tokens(std::int64_t prompt, std::int64_t generated, std::int64_t cached_prompt = 0);
   histogram time_to_first_token, inter_token;
   std::string render() const;
 
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;
-  std::uint64_t prompt_tokens_ = 0, generated_tokens_ = 0;
+  std::uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, cached_prompt_tokens_ = 0;
 };
 
 }  // namespace spite::server
