@@ -24,9 +24,10 @@ set_tests_properties(openai_node_client PROPERTIES
   LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300
   ENVIRONMENT "SPITE_SHARED_DIR_DEFAULT=${SPITE_SHARED_DIR}")
 
-# Embeddings, structured output, forced tool calls and logprobs (against the golden logits).
+# Embeddings, structured output, forced tool calls, logprobs (against the golden logits), token-id
+# prompts and fill-in-the-middle suffixes.
 spite_add_daemon_test(test_http_features
-  SOURCES e2e/http_features_test.cpp support/http_client.cpp
+  SOURCES e2e/http_features_test.cpp e2e/http_prompts_test.cpp support/http_client.cpp
   DEPS nlohmann_json::nlohmann_json)
 
 # The API and `spitectl run` on a MoE (tiny-qwen3moe) and an MLA (tiny-deepseek2) model: golden

@@ -87,6 +87,52 @@ std::vector<std::string> stop_strings(const json& body) {
   return out;
 }
 
+// A completion prompt in any of its OpenAI forms: a string, an array of strings, an array of token
+// ids, or an array of such arrays. One input per prompt, each a copy of `base`.
+std::vector<generate_input> completion_prompts(const json& p, const generate_input& base) {
+  constexpr const char* forms = "prompt must be a string, an array of strings, an array of token ids or an array of token-id arrays";
+  const auto token_ids = [&](const json& a) {
+    if (a.empty()) throw bad_request{"prompt: a token-id array must not be empty", "prompt"};
+    std::vector<std::int32_t> ids;
+    ids.reserve(a.size());
+    for (const auto& t : a) {
+      // Range against the model's vocabulary is checked when the prompt is evaluated.
+      if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::int64_t>() > INT32_MAX) {
+        throw bad_request{"prompt: token ids must be non-negative integers", "prompt"};
+      }
+      ids.push_back(static_cast<std::int32_t>(t.get<std::int64_t>()));
+    }
+    return ids;
+  };
+  std::vector<generate_input> out;
+  const auto add = [&](std::string text, std::vector<std::int32_t> ids) {
+    generate_input each = base;
+    each.prompt = std::move(text);
+    each.prompt_tokens = std::move(ids);
+    out.push_back(std::move(each));
+  };
+  if (p.is_string()) {
+    add(p.get<std::string>(), {});
+    return out;
+  }
+  if (!p.is_array() || p.empty()) throw bad_request{forms, "prompt"};
+  if (p[0].is_number_integer()) {
+    add({}, token_ids(p));
+    return out;
+  }
+  if (p.size() > max_prompts) throw bad_request{"prompt: at most " + std::to_string(max_prompts) + " prompts", "prompt"};
+  for (const auto& x : p) {
+    if (x.is_string() && p[0].is_string()) {
+      add(x.get<std::string>(), {});
+    } else if (x.is_array() && p[0].is_array()) {
+      add({}, token_ids(x));
+    } else {
+      throw bad_request{forms + std::string(" (not mixed)"), "prompt"};
+    }
+  }
+  return out;
+}
+
 // Message content as text: a string, or an array of parts of which only text is understood.
 json normalize_messages(const json& messages) {
   if (!messages.is_array() || messages.empty()) throw bad_request{"messages must be a non-empty array", "messages"};
@@ -618,32 +664,30 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
       inputs.push_back(std::move(in));
     } else {
       if (!body.contains("prompt")) throw bad_request{"prompt is required", "prompt"};
-      if (body.contains("suffix") && !body["suffix"].is_null() && body["suffix"] != "") {
-        throw bad_request{"suffix (fill-in-the-middle) is not supported", "suffix"};
+      std::optional<std::string> suffix;
+      if (body.contains("suffix") && !body["suffix"].is_null()) {
+        if (!body["suffix"].is_string()) throw bad_request{"suffix must be a string", "suffix"};
+        if (!body["suffix"].get<std::string>().empty()) suffix = body["suffix"].get<std::string>();
       }
-      const json& p = body["prompt"];
-      std::vector<std::string> prompts;
-      if (p.is_string()) {
-        prompts.push_back(p.get<std::string>());
-      } else if (p.is_array() && !p.empty() && p.size() <= max_prompts && p[0].is_string()) {
-        for (const auto& x : p) {
-          if (!x.is_string()) throw bad_request{"prompt: an array must hold only strings", "prompt"};
-          prompts.push_back(x.get<std::string>());
-        }
-      } else {
-        throw bad_request{"prompt must be a string or an array of at most " + std::to_string(max_prompts) + " strings",
-                          "prompt"};
-      }
+      std::vector<generate_input> prompts = completion_prompts(body["prompt"], in);
+      for (auto& each : prompts) each.suffix = suffix;
       if (boolean(body, "echo", false)) {
         if (prompts.size() != 1) throw bad_request{"echo works with one prompt", "echo"};
+        if (suffix) throw bad_request{"echo cannot be combined with suffix", "echo"};
         job->echo_logprobs = job->want_logprobs;
-        job->echo_prefix = prompts[0];
+        if (prompts[0].prompt_tokens.empty()) {
+          job->echo_prefix = prompts[0].prompt;
+        } else {
+          auto text = backend_->detokenize(job->model, prompts[0].prompt_tokens);
+          if (!text) {
+            const int status = text.err().code == errc::not_found ? 404 : 400;
+            return answer(endpoint, *out, status, error_body(text.err().message, "invalid_request_error", "model",
+                                                             status == 404 ? "model_not_found" : ""));
+          }
+          job->echo_prefix = std::move(*text);
+        }
       }
-      for (auto& text : prompts) {
-        generate_input each = in;
-        each.prompt = std::move(text);
-        inputs.push_back(std::move(each));
-      }
+      for (auto& each : prompts) inputs.push_back(std::move(each));
     }
   } catch (const bad_request& e) {
     return answer(endpoint, *out, 400, error_body(e.message, "invalid_request_error", e.param));
@@ -653,7 +697,7 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
 
   // echo + logprobs: the prompt's tokens come first in every choice's logprobs.
   if (job->echo_logprobs) {
-    auto entries = backend_->prompt_logprobs(job->model, job->echo_prefix, inputs[0].top_logprobs);
+    auto entries = backend_->prompt_logprobs(inputs[0], inputs[0].top_logprobs);
     if (!entries) {
       const int status = entries.err().code == errc::not_found ? 404 : entries.err().code == errc::unavailable ? 503 : 400;
       return answer(endpoint, *out, status, error_body(entries.err().message, status >= 500 ? "server_error" : "invalid_request_error"));

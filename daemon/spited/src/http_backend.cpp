@@ -25,6 +25,40 @@ std::int64_t modified_time(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_mtime) : 0;
 }
 
+// The tokens a completion prompt (not a chat) is evaluated as: its text with the vocabulary's
+// special tokens added (special-token text stays plain text), or the ids it gave; with a suffix,
+// the prefix-suffix-middle frame of the model's fill-in-the-middle tokens.
+result<std::vector<std::int32_t>> completion_tokens(const loaded_model& m, const server::generate_input& input) {
+  const tokenizer::vocab& vocab = m.tok->vocabulary();
+  if (!input.suffix) {
+    if (!input.prompt_tokens.empty()) return input.prompt_tokens;
+    auto tokens = m.tok->tokenize(input.prompt, {.add_special = true, .parse_special = false});
+    if (!tokens) return make_error(errc::invalid_argument, tokens.err().message);
+    return std::vector<std::int32_t>(tokens->begin(), tokens->end());
+  }
+  const auto& sp = vocab.special();
+  if (!vocab.valid(sp.fim_pre) || !vocab.valid(sp.fim_suf) || !vocab.valid(sp.fim_mid)) {
+    return make_error(errc::invalid_argument, "suffix: model '" + input.model +
+                                                  "' has no fill-in-the-middle tokens (prefix, suffix and middle)");
+  }
+  std::vector<std::int32_t> out;
+  if (vocab.add_bos() && vocab.valid(sp.bos)) out.push_back(sp.bos);
+  out.push_back(sp.fim_pre);
+  if (!input.prompt_tokens.empty()) {
+    out.insert(out.end(), input.prompt_tokens.begin(), input.prompt_tokens.end());
+  } else {
+    auto prefix = m.tok->tokenize(input.prompt, {.add_special = false, .parse_special = false});
+    if (!prefix) return make_error(errc::invalid_argument, prefix.err().message);
+    out.insert(out.end(), prefix->begin(), prefix->end());
+  }
+  out.push_back(sp.fim_suf);
+  auto suffix = m.tok->tokenize(*input.suffix, {.add_special = false, .parse_special = false});
+  if (!suffix) return make_error(errc::invalid_argument, suffix.err().message);
+  out.insert(out.end(), suffix->begin(), suffix->end());
+  out.push_back(sp.fim_mid);
+  return out;
+}
+
 }  // namespace
 
 std::vector<server::model_card> http_backend::models() {
@@ -48,26 +82,26 @@ result<std::shared_ptr<server::generation>> http_backend::generate(const server:
   if (!lease_or) return std::move(lease_or).err();
   auto lease = std::make_shared<model_lease>(std::move(*lease_or));
   loaded_model& m = **lease;
-  std::string prompt = input.prompt;
-  bool parse_special = false;
+  scheduler::generation_request g;
   if (input.messages) {
     nlohmann::ordered_json extra = nlohmann::ordered_json::object();
     if (!input.tools.is_null()) extra["tools"] = input.tools;
     auto rendered = m.chat->render_json(*input.messages, true, extra);
     if (!rendered) return make_error(errc::invalid_argument, "chat template: " + rendered.err().message);
-    prompt = std::move(*rendered);
-    parse_special = true;  // the template's own markers are special tokens
+    // The template's own markers are special tokens; templates that write the BOS text
+    // themselves must not get a second one.
+    const auto& vocab = m.tok->vocabulary();
+    const auto bos = vocab.special().bos;
+    const bool add_special = !(vocab.valid(bos) && rendered->starts_with(vocab.text(bos)));
+    auto tokens = m.tok->tokenize(*rendered, {.add_special = add_special, .parse_special = true});
+    if (!tokens) return make_error(errc::invalid_argument, tokens.err().message);
+    g.prompt.assign(tokens->begin(), tokens->end());
+  } else {
+    auto tokens = completion_tokens(m, input);
+    if (!tokens) return std::move(tokens).err();
+    g.prompt = std::move(*tokens);
   }
-  // Templates that write the BOS text themselves must not get a second one.
-  const auto& vocab = m.tok->vocabulary();
-  const auto bos = vocab.special().bos;
-  const bool add_special = !(parse_special && vocab.valid(bos) && prompt.starts_with(vocab.text(bos)));
-  auto tokens = m.tok->tokenize(prompt, {.add_special = add_special, .parse_special = parse_special});
-  if (!tokens) return make_error(errc::invalid_argument, tokens.err().message);
-  if (tokens->empty()) return make_error(errc::invalid_argument, "the prompt has no tokens");
-
-  scheduler::generation_request g;
-  g.prompt.assign(tokens->begin(), tokens->end());
+  if (g.prompt.empty()) return make_error(errc::invalid_argument, "the prompt has no tokens");
   // Without a limit a request may use the rest of its context; the engine ends it there ("length").
   g.n_predict = input.max_tokens > 0 ? input.max_tokens : m.engine->n_ctx();
   g.sampling = input.sampling;
@@ -152,14 +186,17 @@ error side_context_busy(const std::string& model) {
 
 }  // namespace
 
-result<std::vector<server::token_logprob_entry>> http_backend::prompt_logprobs(const std::string& model,
-                                                                               const std::string& prompt, int top) {
+result<std::vector<server::token_logprob_entry>> http_backend::prompt_logprobs(const server::generate_input& input, int top) {
   if (svc_.shutdown_requested()) return make_error(errc::unavailable, "spited is shutting down");
+  const std::string& model = input.model;
   auto lease = svc_.acquire(model);
   if (!lease) return std::move(lease).err();
   loaded_model& m = **lease;
-  auto tokens = m.tok->tokenize(prompt, {.add_special = true, .parse_special = false});
-  if (!tokens) return make_error(errc::invalid_argument, tokens.err().message);
+  auto tokens = completion_tokens(m, input);
+  if (!tokens) return std::move(tokens).err();
+  for (std::int32_t t : *tokens) {
+    if (t < 0 || t >= m.model->hp().n_vocab) return make_error(errc::invalid_argument, "token id out of range");
+  }
   svc_.request_started();
   struct finished {
     service& s;
@@ -211,6 +248,19 @@ result<std::string> http_backend::chat_template(const std::string& model) {
   auto lease = svc_.acquire(model);
   if (!lease) return std::move(lease).err();
   return (*lease)->chat->source();
+}
+
+result<std::string> http_backend::detokenize(const std::string& model, const std::vector<std::int32_t>& tokens) {
+  auto lease = svc_.acquire(model);
+  if (!lease) return std::move(lease).err();
+  const std::int64_t n_vocab = (*lease)->model->hp().n_vocab;
+  for (std::int32_t t : tokens) {
+    if (t < 0 || t >= n_vocab) return make_error(errc::invalid_argument, "token id " + std::to_string(t) + " out of range");
+  }
+  // Without its BOS the text reads as the prompt was written (SentencePiece's leading space dropped).
+  const auto bos = (*lease)->tok->vocabulary().special().bos;
+  const std::size_t skip = !tokens.empty() && tokens[0] == bos ? 1 : 0;
+  return (*lease)->tok->detokenize(std::span(tokens).subspan(skip), true, false);
 }
 
 result<server::embed_output> http_backend::embed(const server::embed_input& input) {

@@ -14,8 +14,8 @@ class http_backend final : public server::backend {
   result<std::shared_ptr<server::generation>> generate(const server::generate_input& input,
                                                        server::generate_callbacks callbacks) override;
   result<std::string> chat_template(const std::string& model) override;
-  result<std::vector<server::token_logprob_entry>> prompt_logprobs(const std::string& model, const std::string& prompt,
-                                                                   int top) override;
+  result<std::string> detokenize(const std::string& model, const std::vector<std::int32_t>& tokens) override;
+  result<std::vector<server::token_logprob_entry>> prompt_logprobs(const server::generate_input& input, int top) override;
   result<server::embed_output> embed(const server::embed_input& input) override;
   server::readiness ready() override;
   std::string metrics() override;

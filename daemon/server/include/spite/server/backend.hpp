@@ -30,6 +30,10 @@ struct generate_input {
   std::optional<nlohmann::ordered_json> messages;
   nlohmann::ordered_json tools;  // null when none
   std::string prompt;
+  std::vector<std::int32_t> prompt_tokens;  // used instead of `prompt` when not empty
+  // Fill-in-the-middle: the text after the insertion point; the model's FIM tokens frame prompt
+  // and suffix (prefix-suffix-middle order). A model without them refuses (invalid_argument).
+  std::optional<std::string> suffix;
   std::int32_t max_tokens = 0;  // 0: the server's limit
   scheduler::sampling_params sampling;
   int top_logprobs = -1;  // -1: none; else each token's log-probability and this many alternatives
@@ -87,10 +91,12 @@ class backend {
   // errc::not_found (unknown model), busy (queue full), invalid_argument (prompt too long, bad
   // template input), unavailable (shutting down).
   virtual result<std::shared_ptr<generation>> generate(const generate_input& input, generate_callbacks callbacks) = 0;
-  // The prompt's own tokens with their log-probabilities (each under the logits of the position
-  // before it; the first token has none: logprob NaN), and `top` alternatives. Blocks the caller.
-  virtual result<std::vector<token_logprob_entry>> prompt_logprobs(const std::string& model, const std::string& prompt,
-                                                                   int top) = 0;
+  // The prompt's own tokens (input.prompt or input.prompt_tokens, as generate() evaluates them)
+  // with their log-probabilities (each under the logits of the position before it; the first
+  // token has none: logprob NaN), and `top` alternatives. Blocks the caller.
+  virtual result<std::vector<token_logprob_entry>> prompt_logprobs(const generate_input& input, int top) = 0;
+  // The text of token ids (special tokens left out), as echo shows a prompt given as ids.
+  virtual result<std::string> detokenize(const std::string& model, const std::vector<std::int32_t>& tokens) = 0;
   // The model's chat template source (loads the model on demand): tool formats follow it.
   virtual result<std::string> chat_template(const std::string& model) = 0;
   // Runs on the calling (worker) thread until the vectors are there.
