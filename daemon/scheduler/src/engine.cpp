@@ -148,7 +148,7 @@ struct engine::impl {
       }
       s.chain = std::move(*chain);
       for (std::int32_t t : s.req.prompt) s.chain->accept_prompt(t);
-      s.detok = std::make_unique<tokenizer::stream_detokenizer>(tok);
+      s.detok = std::make_unique<tokenizer::stream_detokenizer>(tok, s.req.special_text);
       const std::size_t reused = reuse_prefix(s, s.req.prompt);
       s.result.cached_tokens = static_cast<std::int32_t>(reused);
       s.prompt_done = reused;

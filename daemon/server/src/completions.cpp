@@ -407,7 +407,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
             }
           }
         } else {
-          emit_text(i, c.raw);
+          emit_text(i, tools_format == tool_format::gpt_oss ? plain_content(tools_format, c.raw) : c.raw);
         }
         c.raw.clear();
       }
@@ -630,6 +630,8 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
       }
       job->tool_mode = true;
       job->tools_format = detect_tool_format(*source);
+      // gpt-oss writes its channels and calls with special tokens: the text must show them.
+      in.render_special = job->tools_format == tool_format::gpt_oss;
       if (tool_choice == "required" || tool_choice == "named") {
         if (sp.grammar) throw bad_request{"a forced tool call cannot be combined with response_format or grammar", "tool_choice"};
         std::vector<tool_spec> allowed;

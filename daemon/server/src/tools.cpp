@@ -17,6 +17,7 @@ constexpr std::string_view ds_calls_begin = "<｜tool▁calls▁begin｜>", ds_c
 constexpr std::string_view ds_call_begin = "<｜tool▁call▁begin｜>", ds_call_end = "<｜tool▁call▁end｜>";
 constexpr std::string_view ds_sep = "<｜tool▁sep｜>";
 constexpr std::string_view oss_to = "to=functions.", oss_message = "<|message|>", oss_call = "<|call|>";
+constexpr std::string_view generic_open = "{\"tool_calls\"";
 
 std::string_view trim_left(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -309,7 +310,7 @@ std::optional<std::vector<tool_call>> parse_tool_calls(tool_format format, std::
       if (!j) return std::nullopt;
       c.arguments = j->first.dump();
       const auto channel = text.rfind("<|channel|>", to);
-      content = std::string(trim(text.substr(0, channel == std::string_view::npos ? to : channel)));
+      content = plain_content(format, text.substr(0, channel == std::string_view::npos ? to : channel));
       return std::vector<tool_call>{std::move(c)};
     }
     case tool_format::llama3: {
@@ -322,12 +323,18 @@ std::optional<std::vector<tool_call>> parse_tool_calls(tool_format format, std::
       return std::vector<tool_call>{std::move(*c)};
     }
     case tool_format::generic: {
+      // The calls object, alone or after some text.
       std::string_view t = trim(text);
-      auto j = json_prefix(t);
-      if (!j || !trim(t.substr(j->second)).empty() || !j->first.is_object() || !j->first.contains("tool_calls")) {
+      if (t.empty()) return std::nullopt;
+      const auto at = t.front() == '{' ? 0 : t.rfind(generic_open);
+      if (at == std::string_view::npos) return std::nullopt;
+      auto j = json_prefix(t.substr(at));
+      if (!j || !trim(t.substr(at + j->second)).empty() || !j->first.is_object() || !j->first.contains("tool_calls")) {
         return std::nullopt;
       }
-      return calls_of_array(j->first["tool_calls"]);
+      auto calls = calls_of_array(j->first["tool_calls"]);
+      if (calls) content = std::string(trim(t.substr(0, at)));
+      return calls;
     }
   }
   return std::nullopt;
@@ -355,9 +362,32 @@ std::string_view tool_call_marker(tool_format format) {
     case tool_format::mistral: return mistral_tag;
     case tool_format::deepseek: return ds_calls_begin;
     case tool_format::llama3: return llama3_tag;
-    case tool_format::gpt_oss: case tool_format::generic: return {};
+    case tool_format::generic: return generic_open;
+    case tool_format::gpt_oss: return {};  // its answers begin with a channel header: held from the start
   }
   return {};
+}
+
+std::string plain_content(tool_format format, std::string_view text) {
+  if (format != tool_format::gpt_oss || text.find(oss_message) == std::string_view::npos) return std::string(trim(text));
+  // Harmony: <|start|>assistant<|channel|>NAME[ to=...]<|message|>BODY<|end|> per message; the
+  // answer is what the final channel says (analysis is the model's reasoning, commentary its
+  // preambles and calls).
+  std::string out;
+  std::size_t pos = 0;
+  while (true) {
+    const auto msg = text.find(oss_message, pos);
+    if (msg == std::string_view::npos) break;
+    const auto header_start = text.rfind("<|channel|>", msg);
+    const std::string_view header =
+        header_start == std::string_view::npos || header_start < pos ? std::string_view{} : text.substr(header_start, msg - header_start);
+    const std::size_t body = msg + oss_message.size();
+    std::size_t end = text.size();
+    for (std::string_view stop : {"<|end|>", "<|return|>", "<|call|>", "<|start|>"}) end = std::min(end, text.find(stop, body));
+    if (header.find("final") != std::string_view::npos) out += text.substr(body, end - body);
+    pos = end;
+  }
+  return std::string(trim(out));
 }
 
 std::string tool_call_stream::feed(std::string_view text) {

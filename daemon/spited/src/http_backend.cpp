@@ -105,6 +105,7 @@ result<std::shared_ptr<server::generation>> http_backend::generate(const server:
   // Without a limit a request may use the rest of its context; the engine ends it there ("length").
   g.n_predict = input.max_tokens > 0 ? input.max_tokens : m.engine->n_ctx();
   g.sampling = input.sampling;
+  g.special_text = input.render_special;
   g.deadline = svc_.request_deadline();
   auto on_token = std::move(callbacks.on_token);
   g.on_text = [on_token](std::string_view text) { on_token({std::string(text), std::nullopt}); };

@@ -160,7 +160,8 @@ std::pair<std::string, tool_call_stream::rest> stream_through(tool_format f, con
 }  // namespace
 
 TEST_CASE("a streamed call after some content: the content streams, the call is held and parses") {
-  for (const tool_format f : {tool_format::hermes, tool_format::mistral, tool_format::deepseek, tool_format::llama3}) {
+  for (const tool_format f : {tool_format::hermes, tool_format::mistral, tool_format::deepseek, tool_format::llama3,
+                              tool_format::generic}) {
     // Llama 3 marks a call that does not open the answer with its python tag.
     const std::string call = f == tool_format::llama3 ? "<|python_tag|>" + sample_call(f) : sample_call(f);
     for (const std::size_t step : {1u, 3u, 7u, 1000u}) {
@@ -187,4 +188,39 @@ TEST_CASE("a streamed answer that only looks like the start of a tag goes out wh
   auto [none, call_rest] = stream_through(tool_format::hermes, sample_call(tool_format::hermes), 5);
   CHECK(none.empty());
   CHECK(call_rest.call == sample_call(tool_format::hermes));
+}
+
+TEST_CASE("the generic format finds a calls object after some text, and only a whole one") {
+  std::string content;
+  auto calls = parse_tool_calls(tool_format::generic, "I will look it up.\n" + sample_call(tool_format::generic), content);
+  REQUIRE(calls.has_value());
+  CHECK(content == "I will look it up.");
+  CHECK((*calls)[0].name == "get_weather");
+  CHECK_FALSE(parse_tool_calls(tool_format::generic, "See {\"tool_calls\": [{\"name\": \"get_weather\"", content).has_value());
+  CHECK_FALSE(parse_tool_calls(tool_format::generic, sample_call(tool_format::generic) + " and then more", content).has_value());
+  CHECK_FALSE(parse_tool_calls(tool_format::generic, "   ", content).has_value());
+}
+
+TEST_CASE("gpt-oss: the answer is the final channel, reasoning and call headers are not content") {
+  const std::string analysis = "<|channel|>analysis<|message|>The user wants the weather. I should call the tool.<|end|>";
+  const std::string final_answer = "<|start|>assistant<|channel|>final<|message|>It is sunny in Paris.<|return|>";
+  CHECK(plain_content(tool_format::gpt_oss, analysis + final_answer) == "It is sunny in Paris.");
+  CHECK(plain_content(tool_format::gpt_oss, analysis).empty());  // cut off while reasoning: no answer yet
+  CHECK(plain_content(tool_format::gpt_oss, "<|channel|>final<|message|>Partial ans") == "Partial ans");
+  CHECK(plain_content(tool_format::gpt_oss, "  no markup at all ") == "no markup at all");
+  CHECK(plain_content(tool_format::hermes, " <|channel|>final<|message|>x ") == "<|channel|>final<|message|>x");
+
+  std::string content;
+  const std::string call = "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                           "{\"city\": \"Paris\"}";
+  auto calls = parse_tool_calls(tool_format::gpt_oss, analysis + call, content);
+  REQUIRE(calls.has_value());
+  CHECK(content.empty());
+  REQUIRE(calls->size() == 1);
+  CHECK((*calls)[0].name == "get_weather");
+  CHECK(json::parse((*calls)[0].arguments) == json{{"city", "Paris"}});
+  // Streaming holds a harmony answer from its first channel header.
+  auto [streamed, rest] = stream_through(tool_format::gpt_oss, analysis + call, 3);
+  CHECK(streamed.empty());
+  CHECK(rest.call == analysis + call);
 }

@@ -38,6 +38,7 @@ struct token_info {
 struct generation_request {
   std::vector<std::int32_t> prompt;
   int top_logprobs = -1;  // -1: no log-probabilities; 0..20: the chosen token's and this many alternatives
+  bool special_text = false;  // the text shows special tokens (a format's control markers) too
   std::int32_t n_predict = 128;
   sampling_params sampling;
   // Called on the engine thread: keep them short and never block.

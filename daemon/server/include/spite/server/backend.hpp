@@ -35,6 +35,7 @@ struct generate_input {
   // and suffix (prefix-suffix-middle order). A model without them refuses (invalid_argument).
   std::optional<std::string> suffix;
   std::int32_t max_tokens = 0;  // 0: the server's limit
+  bool render_special = false;  // the text shows special tokens (control markers) too
   scheduler::sampling_params sampling;
   int top_logprobs = -1;  // -1: none; else each token's log-probability and this many alternatives
 };

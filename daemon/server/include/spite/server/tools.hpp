@@ -47,7 +47,7 @@ std::optional<std::vector<tool_call>> parse_tool_calls(tool_format format, std::
 bool may_become_tool_call(tool_format format, std::string_view text);
 
 // The tag that opens the calls of a tagged format (Hermes, Mistral, DeepSeek, Llama 3's python
-// tag), or empty: while content streams, text from this tag on is held back as a possible call.
+// tag, the generic format's {"tool_calls"), or empty: while content streams, text from this tag on is held back as a possible call.
 std::string_view tool_call_marker(tool_format format);
 
 // One streamed choice with tools: splits the text as it comes into content that can go out now
@@ -73,6 +73,10 @@ class tool_call_stream {
   std::string tag_tail_;  // an end of the content that may begin the tag
   bool content_ = false;  // the start was not a call
 };
+
+// The answer's text for the user when it holds no call: gpt-oss's harmony messages reduced to
+// what its final channel says; other formats' text trimmed.
+std::string plain_content(tool_format format, std::string_view text);
 
 // For templates that know no tools: a system message that describes them and the generic format.
 std::string generic_tool_prompt(const std::vector<tool_spec>& tools);
