@@ -109,6 +109,11 @@ TEST_CASE("completions at temperature 0 reproduce the golden greedy continuation
     CHECK(next.at("usage").at("prompt_tokens_details").at("cached_tokens").get<std::size_t>() >= n_tokens);
     const std::string m = c.get("/metrics").body;
     CHECK(metric(m, "spite_prompt_cached_tokens_total") >= double(2 * n_tokens - 1));
+    // The finished sequences stay in KV memory, counted as held.
+    const std::string held = "\nspite_kv_cache_tokens{model=\"stories\"} ";
+    const auto at = m.find(held);
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stod(m.substr(at + held.size())) >= double(n_tokens));
   }
 
   SECTION("an array of prompts gives one choice per prompt, in order") {

@@ -39,6 +39,13 @@ struct engine::impl {
   bool stopping = false;
   std::atomic<int> active{0};  // busy slots (the slots themselves belong to the loop thread)
   std::uint64_t admissions = 0;
+  std::atomic<std::int64_t> kv_held{0};
+
+  void count_kv() {
+    std::int64_t n = 0;
+    for (const slot& s : slots) n += static_cast<std::int64_t>(s.cached.size());
+    kv_held = n;
+  }
   engine_stats counters;
   std::thread loop;
   std::once_flag grammar_vocab_once;
@@ -177,6 +184,7 @@ struct engine::impl {
         if (stopping) break;
       }
       admit();
+      count_kv();
       b.clear();
       wants_logits.clear();
       int sequences = 0;
@@ -257,6 +265,7 @@ struct engine::impl {
         }
         s.next_token = next;
       }
+      count_kv();
     }
     for (slot& s : slots) {
       if (s.busy) finish(s, "cancelled");
@@ -336,6 +345,8 @@ engine_stats engine::stats() const {
   engine_stats s = impl_->counters;
   s.queued = static_cast<int>(impl_->queue.size());
   s.active = impl_->active;
+  s.kv_tokens = impl_->kv_held;
+  s.kv_tokens_max = static_cast<std::int64_t>(impl_->ctx->n_ctx()) * static_cast<std::int64_t>(impl_->slots.size());
   return s;
 }
 

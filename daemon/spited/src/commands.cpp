@@ -81,6 +81,8 @@ json service::engine_stats_json() {
     out.push_back({{"model", name}, {"active", st.active}, {"queued", st.queued}, {"steps", st.steps},
                    {"tokens", st.tokens}, {"sequences_in_steps", st.sequences_in_steps},
                    {"max_sequences_in_step", st.max_sequences_in_step}, {"kv_bytes_max", m->memory.kv},
+                   {"kv_tokens", st.kv_tokens}, {"kv_tokens_max", st.kv_tokens_max},
+                   {"prompt_tokens", st.prompt_tokens}, {"cached_prompt_tokens", st.cached_prompt_tokens},
                    {"in_flight", m->in_flight.load()}, {"kernels", ops}});
   }
   return out;

@@ -323,6 +323,8 @@ std::string http_backend::metrics() {
   gauge("spite_requests_active", "Sequences decoding now.", "active");
   gauge("spite_queue_depth", "Requests waiting for a sequence slot.", "queued");
   gauge("spite_kv_cache_bytes_max", "KV memory when every sequence is full.", "kv_bytes_max");
+  gauge("spite_kv_cache_tokens", "Positions held in KV memory, finished sequences kept for the prompt cache included.", "kv_tokens");
+  gauge("spite_kv_cache_tokens_max", "Positions the KV memory holds when every sequence is full.", "kv_tokens_max");
   out += "# HELP spite_steps_total Forward steps.\n# TYPE spite_steps_total counter\n";
   for (const auto& s : stats) out += "spite_steps_total{model=\"" + s.value("model", "") + "\"} " + s["steps"].dump() + "\n";
   out += "# HELP spite_step_sequences_total Sequences summed over steps (divide by steps for the mean batch).\n"

@@ -67,6 +67,7 @@ struct engine_stats {
   std::uint64_t steps = 0, tokens = 0, sequences_in_steps = 0;
   int max_sequences_in_step = 0;
   std::uint64_t prompt_tokens = 0, cached_prompt_tokens = 0;
+  std::int64_t kv_tokens = 0, kv_tokens_max = 0;  // positions held in KV memory (prompt cache included), capacity
   int active = 0, queued = 0;
 };
 
