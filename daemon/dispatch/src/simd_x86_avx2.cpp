@@ -245,6 +245,8 @@ constexpr exact_matmul k_table[] = {
     {tensor_type::q4_0, matmul_q4_0},
     {tensor_type::q4_K, matmul_q4_K},
     {tensor_type::q6_K, matmul_q6_K},
+    {tensor_type::q3_K, matmul_q3_K},
+    {tensor_type::q5_K, matmul_q5_K},
     {tensor_type::f16, matmul_f16},
 };
 

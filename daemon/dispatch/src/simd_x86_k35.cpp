@@ -1,0 +1,265 @@
+// AVX2 versions of the Q3_K and Q5_K matmuls (the contract of simd_x86_avx2.cpp: the
+// reference's exact integer sums and float operations, so the same bits). The reference is
+// dot_row<q3_K / q5_K> in ref_dot_kquants.cpp: 8 int32 lanes per super-block, lane L summing
+// elements 4L..4L+3 of every 32-element group times the group's 16-element scale, one fma per
+// super-block into 8 float lanes, the AVX horizontal sum at the end; Q5_K's mins go to a
+// separate scalar added after it.
+//
+// Q3_K's quants are signed (-4..3): the unsigned v = q + 4 is multiplied instead and 4 x taken
+// off each int16 pair sum, which gives the same exact pair sums.
+#include "simd_x86.hpp"
+
+#if defined(__x86_64__)
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+constexpr std::int64_t qkk = gguf::qk_k;
+
+// ---- the scales of one super-block, decoded as the reference unpackers decode them
+
+// 16 signed 6-bit scales: low 4 bits in bytes 0..7, high 2 bits in bytes 8..11, minus 32.
+void q3_K_scales(const gguf::block_q3_K& b, std::int16_t* sc) {
+  std::uint32_t aux[3];
+  std::memcpy(aux, b.scales, 12);
+  constexpr std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  const std::uint32_t s[4] = {
+      (aux[0] & kmask2) | (((aux[2] >> 0) & kmask1) << 4),
+      (aux[1] & kmask2) | (((aux[2] >> 2) & kmask1) << 4),
+      ((aux[0] >> 4) & kmask2) | (((aux[2] >> 4) & kmask1) << 4),
+      ((aux[1] >> 4) & kmask2) | (((aux[2] >> 6) & kmask1) << 4),
+  };
+  for (int j = 0; j < 16; ++j) sc[j] = static_cast<std::int16_t>(static_cast<int>((s[j / 4] >> (8 * (j % 4))) & 0xff) - 32);
+}
+
+// 8 six-bit scales (one per 32 elements) and 8 six-bit mins.
+void q5_K_scales(const gguf::block_q5_K& b, std::int16_t* sc, std::int16_t* mins) {
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      sc[j] = static_cast<std::int16_t>(b.scales[j] & 63);
+      mins[j] = static_cast<std::int16_t>(b.scales[j + 4] & 63);
+    } else {
+      sc[j] = static_cast<std::int16_t>((b.scales[j + 4] & 0xF) | ((b.scales[j - 4] >> 6) << 4));
+      mins[j] = static_cast<std::int16_t>((b.scales[j + 4] >> 4) | ((b.scales[j] >> 6) << 4));
+    }
+  }
+}
+
+// ---- the quants of one 32-element group g, unsigned, in registers
+
+// Q3_K element 128c + 32k + l (g = 4c + k): bits 2k..2k+1 of qs[32c + l], plus 4 when bit g of
+// hmask[l] is set (the reference subtracts 4 when it is clear; here v = q + 4).
+SPITE_AVX2 inline __m256i q3_K_group(const gguf::block_q3_K& b, __m256i hmask, int g) {
+  const int c = g / 4, k = g % 4;
+  const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+  const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), _mm256_set1_epi8(3));
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hmask, g), _mm256_set1_epi8(1));
+  return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
+}
+
+// Q5_K element 64j + l (g = 2j): low nibble of qs[32j + l], element 64j + 32 + l (g = 2j + 1):
+// the high nibble; 16 times bit g of qh[l] on top.
+SPITE_AVX2 inline __m256i q5_K_group(const gguf::block_q5_K& b, __m256i qh, int g) {
+  const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (g / 2)));
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i nib = (g & 1) != 0 ? _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4) : _mm256_and_si256(qs, m4);
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, g), _mm256_set1_epi8(1));
+  return _mm256_or_si256(nib, _mm256_slli_epi16(hi, 4));
+}
+
+// The int16 pair sums of (v - offset) * x, scaled and summed into int32 lanes.
+template <bool Offset4>
+SPITE_AVX2 inline __m256i group_lanes(__m256i v, __m256i x, __m256i scales) {
+  __m256i pairs = _mm256_maddubs_epi16(v, x);
+  if constexpr (Offset4) pairs = _mm256_sub_epi16(pairs, _mm256_maddubs_epi16(_mm256_set1_epi8(4), x));
+  return _mm256_madd_epi16(pairs, scales);
+}
+
+// The scales of group g as int16 pairs: the first 16 elements' scale in the low half.
+SPITE_AVX2 inline __m256i group_scales(std::int16_t first, std::int16_t second) {
+  return _mm256_set_m128i(_mm_set1_epi16(second), _mm_set1_epi16(first));
+}
+
+// ---- one weight row unpacked (prefill: reused for every activation row)
+
+struct k_row {
+  std::vector<std::uint8_t> q;        // v per element
+  std::vector<std::int16_t> scales;   // 16 per group (two halves of 8 equal values)
+  std::vector<std::int16_t> mins;     // Q5_K: 8 per super-block
+  std::vector<float> d, dmin;
+  explicit k_row(std::int64_t in)
+      : q(static_cast<std::size_t>(in)),
+        scales(static_cast<std::size_t>(in / 32 * 16)),
+        mins(static_cast<std::size_t>(in / qkk * 8)),
+        d(static_cast<std::size_t>(in / qkk)),
+        dmin(static_cast<std::size_t>(in / qkk)) {}
+};
+
+template <class Block>
+SPITE_AVX2 void unpack_row(const Block* w, std::int64_t nb, k_row& r) {
+  for (std::int64_t b = 0; b < nb; ++b) {
+    std::int16_t sc[16], mins[8];
+    __m256i bits;
+    if constexpr (std::is_same_v<Block, gguf::block_q3_K>) {
+      q3_K_scales(w[b], sc);
+      bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].hmask));
+    } else {
+      q5_K_scales(w[b], sc, mins);
+      std::memcpy(r.mins.data() + 8 * b, mins, sizeof mins);
+      r.dmin[static_cast<std::size_t>(b)] = _cvtsh_ss(w[b].dmin);
+      bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
+    }
+    r.d[static_cast<std::size_t>(b)] = _cvtsh_ss(w[b].d);
+    for (int g = 0; g < 8; ++g) {
+      __m256i v, s;
+      if constexpr (std::is_same_v<Block, gguf::block_q3_K>) {
+        v = q3_K_group(w[b], bits, g);
+        s = group_scales(sc[2 * g], sc[2 * g + 1]);
+      } else {
+        v = q5_K_group(w[b], bits, g);
+        s = group_scales(sc[g], sc[g]);
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.q.data() + b * qkk + 32 * g), v);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.scales.data() + 16 * (8 * b + g)), s);
+    }
+  }
+}
+
+// The Q5_K mins term of one super-block: sum_j min_j * (bsum[2j] + bsum[2j+1]).
+inline std::int32_t mins_sum(const std::int16_t* mins, const gguf::block_q8_K& x) {
+  std::int32_t isum = 0;
+  for (int j = 0; j < 8; ++j) isum += mins[j] * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
+  return isum;
+}
+
+// K activation rows against one unpacked row; each keeps its own lanes, as the reference.
+template <bool IsQ3, int K>
+SPITE_AVX2 void row_dot(const k_row& r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
+                        std::int64_t o, float* y) {
+  __m256 acc[K];
+  float summs[K];
+  for (int k = 0; k < K; ++k) {
+    acc[k] = _mm256_setzero_ps();
+    summs[k] = 0.0f;
+  }
+  for (std::int64_t b = 0; b < nb; ++b) {
+    __m256i lanes[K];
+    for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.q.data() + b * qkk + 32 * g));
+      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.scales.data() + 16 * (8 * b + g)));
+      for (int k = 0; k < K; ++k) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
+        lanes[k] = _mm256_add_epi32(lanes[k], group_lanes<IsQ3>(v, x, s));
+      }
+    }
+    for (int k = 0; k < K; ++k) {
+      const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
+      const float d = x.d * r.d[static_cast<std::size_t>(b)];
+      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[k]), acc[k]);
+      if constexpr (!IsQ3) {
+        const float dmin = -x.d * r.dmin[static_cast<std::size_t>(b)];
+        summs[k] = std::fma(dmin, static_cast<float>(mins_sum(r.mins.data() + 8 * b, x)), summs[k]);
+      }
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    y[(t0 + k) * out + o] = IsQ3 ? reduce8_vec(acc[k]) : reduce8_vec(acc[k]) + summs[k];
+  }
+}
+
+// ---- decode: each super-block unpacked in registers where it is used, R rows at a time
+
+template <class Block, int R>
+SPITE_AVX2 void fused_rows(const weight& w, std::int64_t o, const gguf::block_q8_K* x, bool first, float* y) {
+  constexpr bool is_q3 = std::is_same_v<Block, gguf::block_q3_K>;
+  const std::int64_t nb = w.in / qkk;
+  const Block* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w.row(o + r));
+  __m256 acc[R];
+  float summs[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    summs[r] = 0.0f;
+  }
+  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (first) ahead.step(b);
+    for (int r = 0; r < R; ++r) {
+      const Block& blk = rows[r][b];
+      std::int16_t sc[16], mins[8];
+      __m256i bits;
+      if constexpr (is_q3) {
+        q3_K_scales(blk, sc);
+        bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask));
+      } else {
+        q5_K_scales(blk, sc, mins);
+        bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
+      }
+      __m256i lanes = _mm256_setzero_si256();
+      for (int g = 0; g < 8; ++g) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * g));
+        if constexpr (is_q3) {
+          lanes = _mm256_add_epi32(lanes, group_lanes<true>(q3_K_group(blk, bits, g), xv, group_scales(sc[2 * g], sc[2 * g + 1])));
+        } else {
+          lanes = _mm256_add_epi32(lanes, group_lanes<false>(q5_K_group(blk, bits, g), xv, group_scales(sc[g], sc[g])));
+        }
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(blk.d)), _mm256_cvtepi32_ps(lanes), acc[r]);
+      if constexpr (!is_q3) {
+        const float dmin = -x[b].d * _cvtsh_ss(blk.dmin);
+        summs[r] = std::fma(dmin, static_cast<float>(mins_sum(mins, x[b])), summs[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) y[o + r] = is_q3 ? reduce8_vec(acc[r]) : reduce8_vec(acc[r]) + summs[r];
+}
+
+template <class Block>
+void matmul_k35(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  constexpr bool is_q3 = std::is_same_v<Block, gguf::block_q3_K>;
+  const std::int64_t nb = w.in / qkk;
+  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  const std::int64_t out = w.out;
+  if (n_tokens < 4) {
+    pool.parallel_for((out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
+      for (std::int64_t g = begin; g < end; ++g) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) {
+          if (4 * g + 4 <= out) {
+            fused_rows<Block, 4>(w, 4 * g, xq.data() + t * nb, t == 0, y + t * out);
+          } else {
+            for (std::int64_t o = 4 * g; o < out; ++o) fused_rows<Block, 1>(w, o, xq.data() + t * nb, t == 0, y + t * out);
+          }
+        }
+      }
+    });
+    return;
+  }
+  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
+    k_row r(w.in);
+    for (std::int64_t o = begin; o < end; ++o) {
+      unpack_row(reinterpret_cast<const Block*>(w.row(o)), nb, r);
+      std::int64_t t = 0;
+      for (; t + 4 <= n_tokens; t += 4) row_dot<is_q3, 4>(r, xq.data(), nb, t, out, o, y);
+      for (; t < n_tokens; ++t) row_dot<is_q3, 1>(r, xq.data(), nb, t, out, o, y);
+    }
+  });
+}
+
+}  // namespace
+
+void matmul_q3_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_k35<gguf::block_q3_K>(w, x, n_tokens, y, pool);
+}
+void matmul_q5_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_k35<gguf::block_q5_K>(w, x, n_tokens, y, pool);
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
