@@ -72,25 +72,6 @@ void matmul_q5_0(const weight& w, const float* x, std::int64_t n_tokens, float* 
 // ---- Q4_1 / Q5_1 with Q8_1 activations (ggml_vec_dot_q4_1_q8_1 / _q5_1_q8_1, x86 AVX2; no
 // llamafile kernel, so every batch size takes this path).
 
-// quantize_row_q8_1 (AVX2): as Q8_0, plus s = fp16(d * sum(qs)) with the unrounded float d.
-void quantize_act_q8_1(const float* x, gguf::block_q8_1* out, std::int64_t n) {
-  for (std::int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x + b * 32;
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.f;
-    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-    out[b].d = fp32_to_fp16(d);
-    int sum = 0;
-    for (int j = 0; j < 32; ++j) {
-      const int v = static_cast<int>(std::nearbyint(xb[j] * id));
-      out[b].qs[j] = static_cast<std::int8_t>(v);
-      sum += v;
-    }
-    out[b].s = fp32_to_fp16(d * static_cast<float>(sum));
-  }
-}
-
 // Unsigned quants (0..15 or 0..31) in element order; 8 lanes of 4 products scaled by
 // d_w * d_x with fmas; the min term m_w * s_x is a scalar sum, contracted to fmas by the
 // reference's compiler, added after the lane reduction.
@@ -147,6 +128,25 @@ constexpr exact_matmul k_table[] = {
 };
 
 }  // namespace
+
+// quantize_row_q8_1 (AVX2): as Q8_0, plus s = fp16(d * sum(qs)) with the unrounded float d.
+void quantize_act_q8_1(const float* x, gguf::block_q8_1* out, std::int64_t n) {
+  for (std::int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + b * 32;
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float d = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    out[b].d = fp32_to_fp16(d);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int v = static_cast<int>(std::nearbyint(xb[j] * id));
+      out[b].qs[j] = static_cast<std::int8_t>(v);
+      sum += v;
+    }
+    out[b].s = fp32_to_fp16(d * static_cast<float>(sum));
+  }
+}
 
 std::span<const exact_matmul> exact_matmuls_legacy() { return k_table; }
 

@@ -48,6 +48,9 @@ matmul_fn find_reference_matmul(gguf::tensor_type type);
 // Activations to Q8_0 blocks as the reference's AVX2 code does: scale 127 / amax, round to
 // nearest even, d stored as f16.
 void quantize_act_q8_0(const float* x, gguf::block_q8_0* out, std::int64_t n);
+// Activations to Q8_1 blocks as the reference's AVX2 code does: Q8_0's quants, plus
+// s = fp16(d * sum(qs)) with the unrounded float d.
+void quantize_act_q8_1(const float* x, gguf::block_q8_1* out, std::int64_t n);
 // Activations to Q8_K blocks (the reference's scalar quantizer: -127 / signed max).
 void quantize_act_q8_K(const float* x, gguf::block_q8_K* out, std::int64_t n);
 

@@ -257,6 +257,11 @@ void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
 void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 std::size_t pack_q4_K(weight& w);
 
+// simd_x86_legacy.cpp
+void matmul_q5_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+void matmul_q4_1(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+
 // simd_x86_k35.cpp
 void matmul_q3_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_q5_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

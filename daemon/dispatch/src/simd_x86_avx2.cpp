@@ -247,6 +247,9 @@ constexpr exact_matmul k_table[] = {
     {tensor_type::q6_K, matmul_q6_K},
     {tensor_type::q3_K, matmul_q3_K},
     {tensor_type::q5_K, matmul_q5_K},
+    {tensor_type::q5_0, matmul_q5_0},
+    {tensor_type::q4_1, matmul_q4_1},
+    {tensor_type::q5_1, matmul_q5_1},
     {tensor_type::f16, matmul_f16},
 };
 
