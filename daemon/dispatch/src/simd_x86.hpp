@@ -251,6 +251,7 @@ q8_0_tile_fn avx512_q8_0_tile();
 
 // simd_x86_float.cpp
 void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+void matmul_bf16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_kquants.cpp
 void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -251,6 +251,7 @@ constexpr exact_matmul k_table[] = {
     {tensor_type::q4_1, matmul_q4_1},
     {tensor_type::q5_1, matmul_q5_1},
     {tensor_type::f16, matmul_f16},
+    {tensor_type::bf16, matmul_bf16},
 };
 
 bool has_avx2() {

@@ -14,6 +14,7 @@
 #if defined(__x86_64__)
 #include <vector>
 
+#include "cpu_kernels.hpp"
 #include "ref_math.hpp"
 #include "simd_math.hpp"
 
@@ -142,7 +143,80 @@ void matmul_f16_impl(const weight& w, const float* x, std::int64_t n_tokens, flo
   });
 }
 
+// ---- BF16 (reference: dot_bf16 in cpu_matmul.cpp, the AVX-512 BF16 dot instruction's order:
+// 16 lanes, lane l taking pair l of every 32 values, odd element first, each product exact).
+// A 32-bit lane holding a bf16 pair gives both as floats: the odd one is its top half, the
+// even one its bottom half shifted up.
+
+SPITE_AVX2 inline void bf16_pairs8(__m256i w, __m256i x, __m256& acc) {
+  const __m256i top = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(w, top)), _mm256_castsi256_ps(_mm256_and_si256(x, top)), acc);
+  acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)), acc);
+}
+
+// R rows x K activation rows; n % 32 == 0.
+template <int R, int K>
+SPITE_AVX2 void bf16_tile(const weight& w, std::int64_t o, const std::uint16_t* xs, std::int64_t t0, float* y, bool first) {
+  const std::int64_t n = w.in;
+  const std::uint16_t* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const std::uint16_t*>(w.row(o + r));
+  __m256 lo[R][K], hi[R][K];
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) lo[r][k] = hi[r][k] = _mm256_setzero_ps();
+  }
+  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, n / 32);
+  for (std::int64_t i = 0; i < n; i += 32) {
+    if (first) ahead.step(i / 32);
+    for (int r = 0; r < R; ++r) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + i));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + i + 16));
+      for (int k = 0; k < K; ++k) {
+        const std::uint16_t* x = xs + (t0 + k) * n + i;
+        bf16_pairs8(w0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), lo[r][k]);
+        bf16_pairs8(w1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16)), hi[r][k]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) {
+      alignas(32) float lanes[16];
+      _mm256_store_ps(lanes, lo[r][k]);
+      _mm256_store_ps(lanes + 8, hi[r][k]);
+      y[(t0 + k) * w.out + o + r] = reduce16(lanes);
+    }
+  }
+}
+
+template <int R>
+SPITE_AVX2 void bf16_rows(const weight& w, std::int64_t o, const std::uint16_t* xs, std::int64_t n_tokens, float* y) {
+  std::int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) bf16_tile<R, 4>(w, o, xs, t, y, t == 0);
+  for (; t < n_tokens; ++t) bf16_tile<R, 1>(w, o, xs, t, y, t == 0);
+}
+
+void matmul_bf16_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.in % 32 != 0) {  // the reference's vector dot product with a tail: rare, kept generic
+    generic_matmul(w, x, n_tokens, y, pool);
+    return;
+  }
+  std::vector<std::uint16_t> xs(static_cast<std::size_t>(w.in * n_tokens));
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = fp32_to_bf16(x[i]);
+  pool.parallel_for((w.out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) {
+      if (4 * g + 4 <= w.out) {
+        bf16_rows<4>(w, 4 * g, xs.data(), n_tokens, y);
+      } else {
+        for (std::int64_t o = 4 * g; o < w.out; ++o) bf16_rows<1>(w, o, xs.data(), n_tokens, y);
+      }
+    }
+  });
+}
+
 }  // namespace
+
+void matmul_bf16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_bf16_impl(w, x, n_tokens, y, pool);
+}
 
 void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   matmul_f16_impl(w, x, n_tokens, y, pool);

@@ -121,6 +121,10 @@ TEST_CASE("the SIMD F16 matmul gives the reference's bits") {
   check_bit_identical(tensor_type::f16, 16);  // GEMM path (rows a multiple of 4) and vector path
   check_bit_identical(tensor_type::f16, 80);  // 64-element blocks and a tail
 }
+TEST_CASE("the SIMD BF16 matmul gives the reference's bits") {
+  check_bit_identical(tensor_type::bf16, 32);  // the 32-value pair path
+  check_bit_identical(tensor_type::bf16, 48);  // a length it leaves to the generic path
+}
 
 TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left alone") {
   if (fast_for(tensor_type::q4_0) == nullptr) {
