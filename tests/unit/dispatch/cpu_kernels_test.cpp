@@ -12,6 +12,8 @@
 #include "cpu_kernels.hpp"
 #include "ref_quant.hpp"
 #include "spite/core/thread_pool.hpp"
+#include "spite/core/half.hpp"
+#include "spite/gguf/blocks.hpp"
 #include "spite/gguf/types.hpp"
 
 namespace {
@@ -30,6 +32,20 @@ quantized_matrix random_matrix(tensor_type type, std::int64_t in, std::int64_t o
   const auto row = *spite::gguf::row_bytes(type, in);
   m.bytes.resize(row * static_cast<std::size_t>(out));
   std::vector<float> values(static_cast<std::size_t>(in));
+  if (type == tensor_type::iq4_xs) {  // no quantizer here: random blocks with sane scales
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto& b : m.bytes) b = static_cast<std::byte>(byte(rng));
+    auto* blocks = reinterpret_cast<spite::gguf::block_iq4_xs*>(m.bytes.data());
+    for (std::size_t i = 0; i < m.bytes.size() / sizeof(spite::gguf::block_iq4_xs); ++i) {
+      blocks[i].d = spite::fp32_to_fp16(0.001f * static_cast<float>(1 + i % 13));
+    }
+    m.w.data = m.bytes.data();
+    m.w.type = type;
+    m.w.in = in;
+    m.w.out = out;
+    m.w.row_bytes = row;
+    return m;
+  }
   for (std::int64_t r = 0; r < out; ++r) {
     // Rows of different magnitudes, so that block scales differ a lot.
     const float scale = 0.01f * static_cast<float>(1 + r % 7);
@@ -117,6 +133,8 @@ TEST_CASE("the SIMD Q3_K matmul gives the reference's bits") { check_bit_identic
 TEST_CASE("the SIMD Q5_0 matmul gives the reference's bits") { check_bit_identical(tensor_type::q5_0, 32); }
 TEST_CASE("the SIMD Q4_1 matmul gives the reference's bits") { check_bit_identical(tensor_type::q4_1, 32); }
 TEST_CASE("the SIMD Q5_1 matmul gives the reference's bits") { check_bit_identical(tensor_type::q5_1, 32); }
+TEST_CASE("the SIMD IQ4_XS matmul gives the reference's bits") { check_bit_identical(tensor_type::iq4_xs, 256); }
+TEST_CASE("the SIMD IQ4_NL matmul gives the reference's bits") { check_bit_identical(tensor_type::iq4_nl, 32); }
 TEST_CASE("the SIMD F16 matmul gives the reference's bits") {
   check_bit_identical(tensor_type::f16, 16);  // GEMM path (rows a multiple of 4) and vector path
   check_bit_identical(tensor_type::f16, 80);  // 64-element blocks and a tail

@@ -1,0 +1,149 @@
+// AVX2 versions of the IQ4_XS and IQ4_NL matmuls (the contract of simd_x86_avx2.cpp: the
+// reference's exact integer sums and float operations, so the same bits). Both map 4-bit
+// indices through the same 16-value table, one byte shuffle for 32 of them.
+// * IQ4_XS (reference: dot_plain<iq4_xs> in ref_dot_iquants.cpp): Q8_K activations, 8 int32
+//   lanes per super-block, each 32-element sub-block weighted by its 6-bit scale - 32, one fma
+//   per super-block with d_w * d_x, the lanes reduced at the end.
+// * IQ4_NL (reference: matmul32<iq4_nl> in ref_dot_repack.cpp): Q8_0 activations; a matrix the
+//   reference repacks (rows a multiple of 8) takes one exact block sum and one fma per block
+//   and output. Other matrices keep the reference's code.
+#include "simd_x86.hpp"
+
+#if defined(__x86_64__)
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "../../gguf/src/quants/iq_tables.hpp"
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+
+// The 32 table values of 16 index bytes (element order: low nibbles, then high).
+SPITE_AVX2 inline __m256i iq4_values(const std::uint8_t* qs) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_iq4nl));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), nibbles32(qs));
+}
+
+// ---- IQ4_XS
+
+template <int R, int K>
+SPITE_AVX2 void iq4_xs_tile(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                            float* y) {
+  const gguf::block_iq4_xs* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_iq4_xs*>(w.row(o + r));
+  __m256 acc[R][K];
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) acc[r][k] = _mm256_setzero_ps();
+  }
+  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (t0 == 0) ahead.step(b);
+    for (int r = 0; r < R; ++r) {
+      const gguf::block_iq4_xs& blk = rows[r][b];
+      std::uint16_t scales_h;
+      std::memcpy(&scales_h, &blk.scales_h, 2);
+      __m256i lanes[K];
+      for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+      for (int ib = 0; ib < 8; ++ib) {
+        const int ls = ((blk.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((scales_h >> (2 * ib)) & 3) << 4);
+        const __m256i scale = _mm256_set1_epi16(static_cast<std::int16_t>(ls - 32));
+        const __m256i q = iq4_values(blk.qs + 16 * ib);
+        const __m256i qabs = _mm256_sign_epi8(q, q);
+        for (int k = 0; k < K; ++k) {
+          const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * ib));
+          lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(qabs, _mm256_sign_epi8(x, q), scale));
+        }
+      }
+      const float dw = _cvtsh_ss(blk.d);
+      for (int k = 0; k < K; ++k) {
+        acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xq[(t0 + k) * nb + b].d), _mm256_cvtepi32_ps(lanes[k]), acc[r][k]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + o + r] = reduce8_vec(acc[r][k]);
+  }
+}
+
+template <int R>
+void iq4_xs_rows(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t n_tokens, float* y) {
+  std::int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) iq4_xs_tile<R, 4>(w, o, xq, nb, t, y);
+  for (; t < n_tokens; ++t) iq4_xs_tile<R, 1>(w, o, xq, nb, t, y);
+}
+
+// ---- IQ4_NL, repacked matrices: one exact block sum and one fma per block and output
+
+SPITE_AVX2 inline std::int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+template <int R, int K>
+SPITE_AVX2 void iq4_nl_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
+  const gguf::block_iq4_nl* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_iq4_nl*>(w.row(o + r));
+  float acc[R][K] = {};
+  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (t0 == 0) ahead.step(b);
+    for (int r = 0; r < R; ++r) {
+      const __m256i q = iq4_values(rows[r][b].qs);
+      const __m256i qabs = _mm256_sign_epi8(q, q);
+      const float dw = _cvtsh_ss(rows[r][b].d);
+      for (int k = 0; k < K; ++k) {
+        const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
+        const std::int32_t isum = hsum_epi32(dot_lanes(qabs, _mm256_sign_epi8(x, q)));
+        acc[r][k] = std::fma(static_cast<float>(isum), dw * xb.d[i], acc[r][k]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + o + r] = acc[r][k];
+  }
+}
+
+template <int R>
+void iq4_nl_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, float* y) {
+  std::int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) iq4_nl_tile<R, 4>(w, o, xb, nb, t, y);
+  for (; t < n_tokens; ++t) iq4_nl_tile<R, 1>(w, o, xb, nb, t, y);
+}
+
+}  // namespace
+
+void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t nb = w.in / qkk;
+  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  pool.parallel_for((w.out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) {
+      if (4 * g + 4 <= w.out) {
+        iq4_xs_rows<4>(w, 4 * g, xq.data(), nb, n_tokens, y);
+      } else {
+        for (std::int64_t o = 4 * g; o < w.out; ++o) iq4_xs_rows<1>(w, o, xq.data(), nb, n_tokens, y);
+      }
+    }
+  });
+}
+
+void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.out % 8 != 0) {  // the reference does not repack these: its lane-split kernels
+    find_reference_matmul(gguf::tensor_type::iq4_nl)(w, x, n_tokens, y, pool);
+    return;
+  }
+  const std::int64_t nb = w.in / qk0;
+  const q8_0_batch xb(x, w.in, n_tokens);
+  pool.parallel_for(w.out / 4, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) iq4_nl_rows<4>(w, 4 * g, xb, nb, n_tokens, y);
+  });
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
