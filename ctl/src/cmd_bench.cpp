@@ -56,6 +56,7 @@ void print_report(const json& r) {
   if (r.value("n_gen", 0) > 0) {
     std::string name = "tg" + std::to_string(r.value("n_gen", 0));
     if (r.value("parallel", 1) > 1) name += " x" + std::to_string(r.value("parallel", 1));
+    if (r.value("depth", 0) > 0) name += " @ d" + std::to_string(r.value("depth", 0));
     std::printf("%-12s %18s   %.1f%% of the bandwidth roofline\n", name.c_str(), tps(r["tg_tokens_per_s"]).c_str(),
                 100.0 * r.value("decode_roofline_fraction", 0.0));
   }
@@ -68,6 +69,7 @@ int run_bench(const std::vector<std::string>& argv) {
   a.option("--model", "M", "a GGUF file (benchmarked here), or the name of a model spited has loaded")
       .option("-p", "N", "prompt tokens for the prefill test (default 512; 0 skips it)")
       .option("-n", "N", "generated tokens for the decode test (default 128; 0 skips it)")
+      .option("-d", "N", "context each sequence holds before the decode test (default 0)")
       .option("-t", "N", "compute threads (default: all)")
       .option("-r", "N", "repetitions (default 3); medians and spread are reported")
       .option("--parallel", "B", "sequences decoding together (default 1): total decode throughput")
@@ -82,7 +84,7 @@ int run_bench(const std::vector<std::string>& argv) {
     if (!parsed) std::fprintf(stderr, "spitectl bench: %s\n", parsed.err().message.c_str());
     else if (!a.has("--help")) std::fprintf(stderr, "spitectl bench: --model is required\n");
     std::fprintf(a.has("--help") ? stdout : stderr,
-                 "usage: spitectl bench --model M [-p 512] [-n 128] [-t THREADS] [-r REPS] [--parallel B] [--json]\n%s",
+                 "usage: spitectl bench --model M [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--parallel B] [--json]\n%s",
                  a.help().c_str());
     return a.has("--help") && parsed ? exit_ok : exit_usage;
   }
@@ -90,6 +92,7 @@ int run_bench(const std::vector<std::string>& argv) {
   bench::bench_options o;
   o.n_prompt = parse_int(a, "-p", 512, 0, 1 << 20, ok);
   o.n_gen = parse_int(a, "-n", 128, 0, 1 << 20, ok);
+  o.depth = parse_int(a, "-d", 0, 0, 1 << 20, ok);
   o.threads = parse_int(a, "-t", 0, 0, 1024, ok);
   o.reps = parse_int(a, "-r", 3, 1, 1000, ok);
   o.parallel = parse_int(a, "--parallel", 1, 1, 1024, ok);
@@ -108,7 +111,7 @@ int run_bench(const std::vector<std::string>& argv) {
       return exit_unreachable;
     }
     auto r = (*c)->call({{"cmd", "bench"}, {"model", model}, {"n_prompt", o.n_prompt}, {"n_gen", o.n_gen},
-                         {"threads", o.threads}, {"reps", o.reps}, {"parallel", o.parallel}, {"probes", o.probes}});
+                         {"depth", o.depth}, {"threads", o.threads}, {"reps", o.reps}, {"parallel", o.parallel}, {"probes", o.probes}});
     if (!r) {
       std::fprintf(stderr, "spitectl bench: %s\n", r.err().message.c_str());
       return exit_failure;

@@ -88,8 +88,8 @@ std::uint64_t resident_bytes() {
 
 result<bench_report> run_bench(const gguf::file& file, const models::model& m, const bench_options& o) {
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.reps > 1000 || o.parallel < 1 || o.parallel > 1024 ||
-      o.n_prompt > (1 << 20) || o.n_gen > (1 << 20)) {
-    return make_error(errc::invalid_argument, "bench: -p and -n 0..1048576, -r 1..1000, --parallel 1..1024");
+      o.n_prompt > (1 << 20) || o.n_gen > (1 << 20) || o.depth < 0 || o.depth > (1 << 20)) {
+    return make_error(errc::invalid_argument, "bench: -p, -n and -d 0..1048576, -r 1..1000, --parallel 1..1024");
   }
   const models::hparams& hp = m.hp();
   bench_report r;
@@ -99,9 +99,10 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   token_costs(file, hp, r.bytes_per_token, r.flops_per_token);
   r.n_prompt = o.n_prompt;
   r.n_gen = o.n_gen;
+  r.depth = o.depth;
   r.reps = o.reps;
   r.parallel = o.parallel;
-  const std::int32_t n_ctx = std::max(o.n_prompt, o.n_gen + 1) + 1;
+  const std::int32_t n_ctx = std::max(o.n_prompt, o.depth + o.n_gen + 1) + 1;
   if (n_ctx > hp.n_ctx_train && hp.n_ctx_train > 0) {
     return make_error(errc::invalid_argument, "bench: " + std::to_string(n_ctx) + " positions exceed the model's context of " +
                                                   std::to_string(hp.n_ctx_train));
@@ -131,14 +132,22 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
     }
     if (o.n_gen > 0) {
       (*ctx)->memory().clear();
-      // Every sequence starts from one token; then each step decodes one token of each.
-      b.clear();
-      for (int s = 0; s < o.parallel; ++s) b.add(any_token(rng), 0, s, true);
-      if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
+      // Every sequence starts from `depth` tokens of context and one more (untimed); then each
+      // step decodes one token of each.
+      for (int s = 0; s < o.parallel; ++s) {
+        for (std::int32_t done = 0; done <= o.depth;) {
+          const std::int32_t n = std::min<std::int32_t>(512, o.depth + 1 - done);
+          b.clear();
+          for (std::int32_t i = 0; i < n; ++i) b.add(any_token(rng), done + i, s, done + i == o.depth);
+          if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
+          done += n;
+          if (cancelled()) return stop();
+        }
+      }
       const auto t0 = clock_type::now();
       for (std::int32_t step = 1; step <= o.n_gen; ++step) {
         b.clear();
-        for (int s = 0; s < o.parallel; ++s) b.add(any_token(rng), step, s, true);
+        for (int s = 0; s < o.parallel; ++s) b.add(any_token(rng), o.depth + step, s, true);
         if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
         if (cancelled()) return stop();
       }
@@ -175,6 +184,7 @@ nlohmann::json bench_report::to_json() const {
           {"reps", reps},
           {"n_prompt", n_prompt},
           {"n_gen", n_gen},
+          {"depth", depth},
           {"load_s", load_s},
           {"rss_bytes", rss_bytes},
           {"pp_tokens_per_s", sp(pp_tps)},

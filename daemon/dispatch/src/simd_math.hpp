@@ -11,6 +11,10 @@ namespace spite::dispatch::cpu {
 struct simd_math {
   // 16 lane sums of products (no fused multiply-add), reduced as reduce16; n % 16 == 0.
   float (*dot16)(const float* a, const float* b, std::int64_t n);
+  // The same with `a` given as f16 (widened on the way).
+  float (*dot16_h)(const std::uint16_t* a, const float* b, std::int64_t n);
+  // acc[i] += p * v[i] (the product exact, as f16 values times an f16-rounded p are), v as f16.
+  void (*axpy_h)(float* acc, const std::uint16_t* v, float p, std::int64_t n);
   void (*widen)(const std::uint16_t* h, float* out, std::int64_t n);      // f16 -> f32
   void (*round_f16)(const float* in, float* out, std::int64_t n);          // f32 -> f16 -> f32
   void (*exp16)(float* chunk, float max);  // chunk[l] = ref_expf(chunk[l] - max), l < 16

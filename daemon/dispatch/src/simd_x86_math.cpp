@@ -28,6 +28,31 @@ SPITE_AVX2 float dot16(const float* a, const float* b, std::int64_t n) {
   return reduce16(lanes);
 }
 
+SPITE_AVX2 inline __m256 widen8(const std::uint16_t* h) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+SPITE_AVX2 float dot16_h(const std::uint16_t* a, const float* b, std::int64_t n) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < n; i += 16) {
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(widen8(a + i), _mm256_loadu_ps(b + i)));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(widen8(a + i + 8), _mm256_loadu_ps(b + i + 8)));
+  }
+  alignas(32) float lanes[16];
+  _mm256_store_ps(lanes, lo);
+  _mm256_store_ps(lanes + 8, hi);
+  return reduce16(lanes);
+}
+
+SPITE_AVX2 void axpy_h(float* acc, const std::uint16_t* v, float p, std::int64_t n) {
+  const __m256 pv = _mm256_set1_ps(p);
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), _mm256_mul_ps(pv, widen8(v + i))));
+  }
+  for (; i < n; ++i) acc[i] += p * _cvtsh_ss(v[i]);
+}
+
 SPITE_AVX2 void widen(const std::uint16_t* h, float* out, std::int64_t n) {
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -95,7 +120,7 @@ bool usable() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
-constexpr simd_math k_avx2{dot16, widen, round_f16, exp16, swiglu16};
+constexpr simd_math k_avx2{dot16, dot16_h, axpy_h, widen, round_f16, exp16, swiglu16};
 
 }  // namespace
 

@@ -10,6 +10,7 @@ result<nlohmann::json> bench_command(loaded_model& m, const nlohmann::json& requ
   try {
     o.n_prompt = request.value("n_prompt", o.n_prompt);
     o.n_gen = request.value("n_gen", o.n_gen);
+    o.depth = request.value("depth", o.depth);
     o.threads = request.value("threads", default_threads);
     o.reps = request.value("reps", o.reps);
     o.parallel = request.value("parallel", o.parallel);

@@ -232,6 +232,15 @@ TEST_CASE("the SIMD f16 dot product, widening and rounding give the reference's 
     float lanes[16] = {};
     for (std::int64_t i = 0; i < n; ++i) lanes[i % 16] += a[static_cast<std::size_t>(i)] * b[static_cast<std::size_t>(i)];
     CHECK(same_bits(simd->dot16(a.data(), b.data(), n), cpu::reduce16(lanes)));
+    // The same with the first operand as f16 (keys read from the cache), and the V.p lane update.
+    std::vector<std::uint16_t> ah(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) ah[i] = spite::fp32_to_fp16(a[i]);
+    CHECK(same_bits(simd->dot16_h(ah.data(), b.data(), n), cpu::reduce16(lanes)));
+    std::vector<float> acc(b), acc_want(b);
+    const float p = b[3] * 1e3f;
+    simd->axpy_h(acc.data(), ah.data(), p, n - 5);  // a tail that is not a multiple of 8
+    for (std::int64_t i = 0; i < n - 5; ++i) acc_want[static_cast<std::size_t>(i)] += p * a[static_cast<std::size_t>(i)];
+    for (std::size_t i = 0; i < acc.size(); ++i) CHECK(same_bits(acc[i], acc_want[i]));
 
     std::vector<float> widened(a.size());
     simd->widen(h.data(), widened.data(), n - 3);  // a tail that is not a multiple of 8

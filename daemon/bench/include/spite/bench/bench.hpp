@@ -29,6 +29,7 @@ double measure_peak_gflops(int threads);
 struct bench_options {
   std::int32_t n_prompt = 512;  // prefill tokens; 0 skips prefill
   std::int32_t n_gen = 128;     // decoded tokens per sequence; 0 skips decode
+  std::int32_t depth = 0;       // context each sequence holds before the decode test (untimed)
   int threads = 0;              // 0: every hardware thread
   int reps = 3;
   int parallel = 1;             // sequences decoding together
@@ -43,7 +44,7 @@ struct bench_report {
   std::uint64_t bytes_per_token = 0;     // weights one decode step reads
   double flops_per_token = 0;            // matmul FLOPs of one prefill token
   int threads = 0, parallel = 1, reps = 0;
-  std::int32_t n_prompt = 0, n_gen = 0;
+  std::int32_t n_prompt = 0, n_gen = 0, depth = 0;
   double load_s = 0;                     // filled by the caller that loaded the model
   std::uint64_t rss_bytes = 0;
   spread pp_tps, tg_tps;                 // tokens/s per repetition
