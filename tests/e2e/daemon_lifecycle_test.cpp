@@ -295,19 +295,20 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   daemon_under_test t([](const fs::path& d) { return config_text(d); });
   const fs::path& socket = t.socket;
   const auto remote = run_process({SPITECTL_PATH, "bench", "--model", "stories", "--socket", socket.string(), "-p", "32",
-                                   "-n", "16", "-r", "2", "--parallel", "3", "--no-probes", "--json"});
+                                   "-n", "16", "-d", "40", "-r", "2", "--parallel", "3", "--no-probes", "--json"});
   INFO(remote.err);
   REQUIRE(remote.exit_code == 0);
   const json r = json::parse(remote.out);
   CHECK(r.value("model", "") == "stories");
   CHECK(r.value("parallel", 0) == 3);
+  CHECK(r.value("depth", 0) == 40);  // decode measured after 40 tokens of context per sequence
   CHECK(r["tg_tokens_per_s"].value("median", 0.0) > 0);
   CHECK(r.value("load_s", -1.0) >= 0);
   const auto text = run_process({SPITECTL_PATH, "bench", "--model", "stories", "--socket", socket.string(), "-p", "16",
-                                 "-n", "8", "-r", "1", "--no-probes"});
+                                 "-n", "8", "-d", "24", "-r", "1", "--no-probes"});
   CHECK(text.exit_code == 0);
   CHECK_THAT(text.out, Catch::Contains("pp16"));
-  CHECK_THAT(text.out, Catch::Contains("tg8"));
+  CHECK_THAT(text.out, Catch::Contains("tg8 @ d24"));
   const auto bad = run_process({SPITECTL_PATH, "bench", "--model", "stories", "--socket", socket.string(), "-r", "0"});
   CHECK(bad.exit_code == 2);
 }
