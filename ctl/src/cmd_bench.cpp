@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "spite/core/bytes.hpp"
+#include "spite/core/thread_pool.hpp"
 #include "args.hpp"
 #include "commands.hpp"
 #include "spite/bench/bench.hpp"
@@ -77,6 +78,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("--kernels", "DIRS", "kernel plug-in directories (in this process)")
       .flag("--reference-kernels", "use only the built-in kernels (in this process)")
       .flag("--no-probes", "skip the bandwidth and peak FLOP/s probes")
+      .flag("--pin", "pin each compute thread to a CPU of its own (in this process)")
       .flag("--json", "machine-readable output")
       .flag("--help", "show this help");
   auto parsed = a.parse(argv);
@@ -97,6 +99,7 @@ int run_bench(const std::vector<std::string>& argv) {
   o.reps = parse_int(a, "-r", 3, 1, 1000, ok);
   o.parallel = parse_int(a, "--parallel", 1, 1, 1024, ok);
   o.probes = !a.has("--no-probes");
+  thread_pool::set_pinning(a.has("--pin"));
   if (!ok) return exit_usage;
   const std::string model = *a.get("--model");
 

@@ -415,7 +415,8 @@ result<void> parse_models(const document& doc, const toml::node& n, std::vector<
 }
 
 result<void> parse_inference(const section& s, inference_config& out) {
-  SPITE_TRY(s.only_keys({"threads", "n_threads", "n_ctx", "batch_size", "memory_limit_mib", "repack_weights", "prompt_cache"}));
+  SPITE_TRY(s.only_keys({"threads", "n_threads", "n_ctx", "batch_size", "memory_limit_mib", "repack_weights", "prompt_cache",
+                         "pin_threads"}));
   if (s.table().get("threads") != nullptr && s.table().get("n_threads") != nullptr) {
     return s.fail(s.table().get("n_threads")->source(), "n_threads", "is an alias of threads; set only one");
   }
@@ -426,6 +427,7 @@ result<void> parse_inference(const section& s, inference_config& out) {
   SPITE_TRY(s.integer("memory_limit_mib", out.memory_limit_mib, 0, std::int64_t{1} << 40));
   SPITE_TRY(s.boolean("repack_weights", out.repack_weights));
   SPITE_TRY(s.boolean("prompt_cache", out.prompt_cache));
+  SPITE_TRY(s.boolean("pin_threads", out.pin_threads));
   return ok();
 }
 

@@ -1,5 +1,8 @@
 #include "spite/core/thread_pool.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -30,6 +33,22 @@ bool spin_until(const Ready& ready) {
   }
 }
 
+std::atomic<bool> pinning_enabled{false};
+std::mutex process_cpus_mu;
+std::vector<int> process_cpus;  // read once, before any thread of ours is pinned
+
+// The CPUs this thread may run on, in order.
+std::vector<int> allowed_cpus() {
+  std::vector<int> out;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  }
+  return out;
+}
+
 void run_chunk(const std::function<void(std::int64_t, std::int64_t, int)>& fn, std::int64_t n, int index, int count) {
   const std::int64_t chunk = (n + count - 1) / count;
   const std::int64_t begin = std::min<std::int64_t>(n, chunk * index);
@@ -39,9 +58,32 @@ void run_chunk(const std::function<void(std::int64_t, std::int64_t, int)>& fn, s
 
 }  // namespace
 
+void thread_pool::set_pinning(bool on) noexcept {
+  if (on) {
+    // Threads inherit their creator's mask, and a pinned caller would see one CPU: the
+    // process's set is taken now, while nothing of ours is pinned.
+    std::lock_guard lock(process_cpus_mu);
+    if (process_cpus.empty()) process_cpus = allowed_cpus();
+  }
+  pinning_enabled = on;
+}
+bool thread_pool::pinning() noexcept { return pinning_enabled; }
+
 thread_pool::thread_pool(int n_threads) {
   if (n_threads <= 0) n_threads = std::max(1u, std::thread::hardware_concurrency());
+  if (pinning_enabled) {
+    std::lock_guard lock(process_cpus_mu);
+    cpus_ = process_cpus;
+  }
   for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+}
+
+void thread_pool::pin(int index) const {
+  if (cpus_.empty()) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus_[static_cast<std::size_t>(index) % cpus_.size()], &one);
+  pthread_setaffinity_np(pthread_self(), sizeof one, &one);  // best effort: a refusal leaves it floating
 }
 
 thread_pool::~thread_pool() {
@@ -55,6 +97,10 @@ thread_pool::~thread_pool() {
 
 void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t, int)>& fn) {
   if (n <= 0) return;
+  if (!cpus_.empty() && pinned_caller_.load(std::memory_order_relaxed) != std::this_thread::get_id()) {
+    pin(0);
+    pinned_caller_ = std::this_thread::get_id();
+  }
   if (workers_.empty() || n == 1) {
     fn(0, n, 0);
     return;
@@ -79,6 +125,7 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
 }
 
 void thread_pool::worker(int index) {
+  pin(index);
   std::uint64_t seen = 0;
   auto has_work = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
   for (;;) {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "service.hpp"
+#include "spite/core/thread_pool.hpp"
 #include "spite/bus/daemon_bus.hpp"
 #include "http_backend.hpp"
 #include "spite/server/http_server.hpp"
@@ -113,6 +114,7 @@ daemon::service_options service_options_from(const config::daemon_config& cfg, c
   }
   options.threads = f.threads >= 0 ? f.threads : static_cast<int>(cfg.inference.threads);
   dispatch::set_cpu_repack(cfg.inference.repack_weights);
+  thread_pool::set_pinning(cfg.inference.pin_threads);
   options.max_concurrent = static_cast<int>(cfg.server.max_concurrent);
   options.queue_size = static_cast<int>(cfg.server.queue_size);
   options.prompt_cache = cfg.inference.prompt_cache;
@@ -218,6 +220,7 @@ int main(int argc, char** argv) {
     }
     log::set_level(next->log_level);
     dispatch::set_cpu_repack(next->inference.repack_weights);  // for models loaded from now on
+    thread_pool::set_pinning(next->inference.pin_threads);
     if (next->control.socket != cfg.control.socket || next->server.port != cfg.server.port ||
         next->server.host != cfg.server.host) {
       log::warn("reload: [server] host/port and [control] socket take effect at the next restart");

@@ -74,6 +74,7 @@ struct inference_config {
   std::uint64_t memory_limit_mib = 0;  // models must fit in this; 0: what the machine (or cgroup) has available
   bool repack_weights = true;  // copy weights into the CPU kernels' packed layouts at load time
   bool prompt_cache = true;    // reuse a finished sequence's KV for the next prompt that shares its prefix
+  bool pin_threads = false;    // each compute thread on a CPU of its own
 };
 
 struct kernels_config {

@@ -5,6 +5,11 @@
 // hand-offs spin first: a worker that finished a job spins on the job counter for a short while
 // before it sleeps on the condition variable, and the caller spins on the pending count before
 // it sleeps. Between requests the threads sleep.
+//
+// Optional pinning (set_pinning(true) before pools are made, e.g. from [inference] pin_threads):
+// thread i of a pool runs only on the i-th CPU the process may use, the calling thread counting
+// as thread 0 (pinned when it first calls parallel_for), so caches stay warm and two compute
+// threads never share a core while another one idles.
 #pragma once
 
 #include <atomic>
@@ -26,12 +31,16 @@ class thread_pool {
 
   int size() const noexcept { return static_cast<int>(workers_.size()) + 1; }
 
+  static void set_pinning(bool on) noexcept;
+  static bool pinning() noexcept;
+
   // fn(begin, end, thread_index) over disjoint ranges covering [0, n). The calling thread works
   // too. Calls must not be nested or made from two threads at once.
   void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t, int)>& fn);
 
  private:
   void worker(int index);
+  void pin(int index) const;
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
@@ -42,6 +51,8 @@ class thread_pool {
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  std::vector<int> cpus_;                   // pinning: the CPUs of thread 0, 1, ...; empty: none
+  std::atomic<std::thread::id> pinned_caller_{};
 };
 
 }  // namespace spite
