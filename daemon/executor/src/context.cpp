@@ -8,7 +8,7 @@ namespace spite::executor {
 
 result<std::unique_ptr<context>> context::create(const models::model& m, const context_options& options) {
   std::unique_ptr<context> c(new context(m, options.n_threads));
-  const kv_layout layout = kv_layout_for(m, options.n_ctx, options.n_seq_max);
+  const kv_layout layout = kv_layout_for(m, options);
   c->n_ctx_ = layout.n_ctx;
   auto kv = make_kv_memory(kv_kind_for(m, options), layout);
   if (!kv) return std::move(kv).err();

@@ -1,6 +1,12 @@
-// The contiguous F16 KV memory: one buffer per sequence and layer, indexed by position. Simple
-// and fast; a sequence's positions must grow without gaps.
+// The F16 KV memory: one buffer per sequence and layer, indexed by position. A sliding-window
+// layer (kv_layout::window) whose window plus one step's tokens is shorter than the context
+// keeps only that many cells, as a ring (cell = position % cells): a token at position p needs
+// keys from p - window + 1 on, and a step of at most max_batch tokens of one sequence stores
+// them all before the layer attends, so window + max_batch cells always hold what it needs.
+// Cells not written yet carry a position past any query and are masked. A sequence's positions
+// must grow without gaps.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "kv_kinds.hpp"
@@ -9,18 +15,29 @@
 namespace spite::executor {
 namespace {
 
+constexpr std::int32_t empty_cell = std::numeric_limits<std::int32_t>::max();  // masked as a future key
+
 class contiguous_f16 final : public kv_memory {
  public:
   explicit contiguous_f16(const kv_layout& layout) : layout_(layout), seqs_(static_cast<std::size_t>(layout.n_seq_max)) {
     positions_.resize(static_cast<std::size_t>(layout.n_ctx));
     std::iota(positions_.begin(), positions_.end(), 0);
+    layout_.window.resize(static_cast<std::size_t>(layout.n_layer), 0);
+    cells_.resize(static_cast<std::size_t>(layout.n_layer), layout.n_ctx);
+    for (std::size_t l = 0; l < cells_.size(); ++l) {
+      const std::int64_t w = layout_.window[l];
+      if (w > 0 && w + layout.max_batch < layout.n_ctx) {
+        cells_[l] = static_cast<std::int32_t>(w + layout.max_batch);
+        any_ring_ = true;
+      }
+    }
   }
 
   std::string_view kind() const noexcept override { return "contiguous_f16"; }
 
   result<plan> prepare(const models::batch_view& b) const override {
     plan p;
-    std::vector<std::int32_t> next(seqs_.size());
+    std::vector<std::int32_t> next(seqs_.size()), in_step(seqs_.size(), 0);
     for (std::size_t s = 0; s < seqs_.size(); ++s) next[s] = seqs_[s].length;
     for (std::size_t i = 0; i < b.tokens.size(); ++i) {
       const std::int32_t s = b.seq[i], pos = b.pos[i];
@@ -37,6 +54,11 @@ class contiguous_f16 final : public kv_memory {
         return make_error(errc::out_of_range, "sequence " + std::to_string(s) + " is full: the context holds " +
                                                   std::to_string(layout_.n_ctx) + " tokens");
       }
+      if (any_ring_ && ++in_step[static_cast<std::size_t>(s)] > layout_.max_batch) {
+        return make_error(errc::invalid_argument, "sequence " + std::to_string(s) +
+                                                      ": too many tokens in one step for the sliding-window memory (at most " +
+                                                      std::to_string(layout_.max_batch) + " per sequence)");
+      }
       ++next[static_cast<std::size_t>(s)];
       p.seq.push_back(s);
       p.pos.push_back(pos);
@@ -50,15 +72,22 @@ class contiguous_f16 final : public kv_memory {
       seq_state& s = seqs_[static_cast<std::size_t>(p.seq[i])];
       allocate(s);
       s.length = std::max(s.length, p.pos[i] + 1);
+      for (std::size_t l = 0; l < s.cell_pos.size(); ++l) {
+        if (s.cell_pos[l].empty()) continue;
+        const std::int32_t cell = p.pos[i] % cells_[l];
+        s.cell_pos[l][static_cast<std::size_t>(cell)] = p.pos[i];
+        s.used[l] = std::max(s.used[l], cell + 1);
+      }
     }
   }
 
   void store(int layer, std::int64_t index, const float* k, const float* v) override {
     seq_state& s = seqs_[static_cast<std::size_t>(current_.seq[static_cast<std::size_t>(index)])];
-    const std::int64_t pos = current_.pos[static_cast<std::size_t>(index)];
-    const std::int64_t kw = layout_.k_width[static_cast<std::size_t>(layer)], vw = layout_.v_width[static_cast<std::size_t>(layer)];
-    std::uint16_t* kd = s.k[static_cast<std::size_t>(layer)].data() + pos * kw;
-    std::uint16_t* vd = s.v[static_cast<std::size_t>(layer)].data() + pos * vw;
+    const auto l = static_cast<std::size_t>(layer);
+    const std::int64_t cell = current_.pos[static_cast<std::size_t>(index)] % cells_[l];
+    const std::int64_t kw = layout_.k_width[l], vw = layout_.v_width[l];
+    std::uint16_t* kd = s.k[l].data() + cell * kw;
+    std::uint16_t* vd = s.v[l].data() + cell * vw;
     for (std::int64_t i = 0; i < kw; ++i) kd[i] = fp32_to_fp16(k[i]);
     for (std::int64_t i = 0; i < vw; ++i) vd[i] = fp32_to_fp16(v[i]);
   }
@@ -66,7 +95,9 @@ class contiguous_f16 final : public kv_memory {
   models::kv_view view(int layer, std::int32_t seq) const override {
     const seq_state& s = seqs_[static_cast<std::size_t>(seq)];
     if (s.k.empty()) return {};
-    return {s.k[static_cast<std::size_t>(layer)].data(), s.v[static_cast<std::size_t>(layer)].data(), positions_.data(), s.length};
+    const auto l = static_cast<std::size_t>(layer);
+    if (!s.cell_pos[l].empty()) return {s.k[l].data(), s.v[l].data(), s.cell_pos[l].data(), s.used[l]};
+    return {s.k[l].data(), s.v[l].data(), positions_.data(), s.length};
   }
 
   result<void> seq_rm(std::int32_t seq, std::int32_t p0, std::int32_t p1) override {
@@ -75,7 +106,26 @@ class contiguous_f16 final : public kv_memory {
     if (p1 >= 0 && p1 < s.length) {
       return make_error(errc::unsupported, "contiguous KV memory removes only the end of a sequence");
     }
-    s.length = std::min(s.length, std::max(p0, 0));
+    const std::int32_t from = std::max(p0, 0);
+    if (from >= s.length) return ok();
+    // A ring has overwritten its oldest positions: going back is possible only while the cells
+    // still hold the window the next token at `from` needs.
+    for (std::size_t l = 0; l < cells_.size() && from > 0; ++l) {
+      if (s.cell_pos.empty() || s.cell_pos[l].empty()) continue;
+      const std::int32_t oldest = std::max(0, s.length - cells_[l]);
+      if (from - layout_.window[l] + 1 < oldest) {
+        return make_error(errc::unsupported, "sequence " + std::to_string(seq) + " cannot be cut back to position " +
+                                                 std::to_string(from) + ": its sliding-window layers keep only the last " +
+                                                 std::to_string(cells_[l]) + " positions");
+      }
+    }
+    for (std::size_t l = 0; l < s.cell_pos.size(); ++l) {
+      for (auto& pos : s.cell_pos[l]) {
+        if (pos != empty_cell && pos >= from) pos = empty_cell;
+      }
+      if (from == 0) s.used[l] = 0;
+    }
+    s.length = from;
     return ok();
   }
 
@@ -87,10 +137,18 @@ class contiguous_f16 final : public kv_memory {
     seq_state& to = seqs_[static_cast<std::size_t>(dst)];
     const std::int32_t end = p1 < 0 ? from.length : std::min(p1, from.length);
     if (std::max(p0, 0) != 0) return make_error(errc::unsupported, "contiguous KV memory copies prefixes only");
+    if (any_ring_ && end < from.length) {
+      return make_error(errc::unsupported, "a sliding-window memory copies whole sequences only");
+    }
     allocate(to);
     for (std::size_t l = 0; l < to.k.size(); ++l) {
-      std::copy_n(from.k[l].begin(), end * layout_.k_width[l], to.k[l].begin());
-      std::copy_n(from.v[l].begin(), end * layout_.v_width[l], to.v[l].begin());
+      const std::int64_t n = to.cell_pos[l].empty() ? end : cells_[l];
+      std::copy_n(from.k[l].begin(), n * layout_.k_width[l], to.k[l].begin());
+      std::copy_n(from.v[l].begin(), n * layout_.v_width[l], to.v[l].begin());
+      if (!from.cell_pos.empty()) {
+        to.cell_pos[l] = from.cell_pos[l];
+        to.used[l] = from.used[l];
+      }
     }
     to.length = end;
     return ok();
@@ -98,7 +156,7 @@ class contiguous_f16 final : public kv_memory {
 
   void seq_keep(std::int32_t seq) override {
     for (std::size_t s = 0; s < seqs_.size(); ++s) {
-      if (static_cast<std::int32_t>(s) != seq) seqs_[s].length = 0;
+      if (static_cast<std::int32_t>(s) != seq) reset(seqs_[s]);
     }
   }
 
@@ -108,13 +166,13 @@ class contiguous_f16 final : public kv_memory {
   }
 
   void clear() override {
-    for (auto& s : seqs_) s.length = 0;
+    for (auto& s : seqs_) reset(s);
   }
 
   std::size_t bytes_when_full() const override {
     std::size_t per_seq = 0;
     for (std::size_t l = 0; l < layout_.k_width.size(); ++l) {
-      per_seq += static_cast<std::size_t>((layout_.k_width[l] + layout_.v_width[l]) * layout_.n_ctx) * 2;
+      per_seq += static_cast<std::size_t>((layout_.k_width[l] + layout_.v_width[l]) * cells_[l]) * 2;
     }
     return per_seq * static_cast<std::size_t>(layout_.n_seq_max);
   }
@@ -130,20 +188,33 @@ class contiguous_f16 final : public kv_memory {
 
  private:
   struct seq_state {
-    std::vector<std::vector<std::uint16_t>> k, v;  // per layer [width, n_ctx]
+    std::vector<std::vector<std::uint16_t>> k, v;  // per layer [width, cells]
+    std::vector<std::vector<std::int32_t>> cell_pos;  // ring layers: the position in each cell
+    std::vector<std::int32_t> used;                   // ring layers: cells written so far
     std::int32_t length = 0;
   };
   void allocate(seq_state& s) {
     if (!s.k.empty()) return;
-    s.k.resize(static_cast<std::size_t>(layout_.n_layer));
-    s.v.resize(static_cast<std::size_t>(layout_.n_layer));
-    for (std::size_t l = 0; l < s.k.size(); ++l) {
-      s.k[l].resize(static_cast<std::size_t>(layout_.k_width[l] * layout_.n_ctx));
-      s.v[l].resize(static_cast<std::size_t>(layout_.v_width[l] * layout_.n_ctx));
+    const auto L = static_cast<std::size_t>(layout_.n_layer);
+    s.k.resize(L);
+    s.v.resize(L);
+    s.cell_pos.resize(L);
+    s.used.assign(L, 0);
+    for (std::size_t l = 0; l < L; ++l) {
+      s.k[l].resize(static_cast<std::size_t>(layout_.k_width[l] * cells_[l]));
+      s.v[l].resize(static_cast<std::size_t>(layout_.v_width[l] * cells_[l]));
+      if (cells_[l] < layout_.n_ctx) s.cell_pos[l].assign(static_cast<std::size_t>(cells_[l]), empty_cell);
     }
+  }
+  void reset(seq_state& s) {
+    s.length = 0;
+    for (auto& c : s.cell_pos) std::fill(c.begin(), c.end(), empty_cell);
+    std::fill(s.used.begin(), s.used.end(), 0);
   }
 
   kv_layout layout_;
+  std::vector<std::int32_t> cells_;  // per layer
+  bool any_ring_ = false;
   std::vector<seq_state> seqs_;
   std::vector<std::int32_t> positions_;
   plan current_;

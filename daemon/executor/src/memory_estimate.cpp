@@ -7,7 +7,8 @@
 
 namespace spite::executor {
 
-kv_layout kv_layout_for(const models::model& m, std::int32_t n_ctx, std::int32_t n_seq_max) {
+kv_layout kv_layout_for(const models::model& m, const context_options& options) {
+  const std::int32_t n_ctx = options.n_ctx, n_seq_max = options.n_seq_max;
   const models::hparams& hp = m.hp();
   kv_layout layout;
   layout.n_layer = hp.n_layer;
@@ -22,6 +23,11 @@ kv_layout kv_layout_for(const models::model& m, std::int32_t n_ctx, std::int32_t
   layout.state_width.resize(static_cast<std::size_t>(hp.n_layer), 0);
   layout.n_ctx = n_ctx > 0 ? n_ctx : static_cast<std::int32_t>(std::min<std::int64_t>(hp.n_ctx_train, 4096));
   layout.n_seq_max = n_seq_max;
+  layout.max_batch = std::max(options.max_batch, 1);
+  if (!options.swa_full) {
+    layout.window = hp.kv_window;
+    layout.window.resize(static_cast<std::size_t>(hp.n_layer), 0);
+  }
   return layout;
 }
 
@@ -29,7 +35,7 @@ result<memory_estimate> estimate_memory(const gguf::file& file, const models::mo
                                         std::int32_t n_batch) {
   memory_estimate e;
   for (const auto& t : file.tensors()) e.weights += t.size;
-  const kv_layout layout = kv_layout_for(m, options.n_ctx, options.n_seq_max);
+  const kv_layout layout = kv_layout_for(m, options);
   // The memory kind knows its own size; it allocates per sequence on first use, so asking is cheap.
   auto kv = make_kv_memory(kv_kind_for(m, options), layout);
   if (!kv) return std::move(kv).err();

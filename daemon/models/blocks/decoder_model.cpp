@@ -157,6 +157,8 @@ void decoder_model::set_sliding_window(std::int64_t pattern, std::int32_t window
     a.mask.swa_window = window;
     a.mask.swa_chunked = chunked;
     a.rope.freq_base = hp_.rope_freq_base_swa;
+    hp_.kv_window.resize(weights.attn.size(), 0);
+    hp_.kv_window[static_cast<std::size_t>(il)] = window;
   }
 }
 

@@ -207,6 +207,8 @@ result<std::unique_ptr<model>> gemma4_model::load(const gguf::file& f) {
       a.rope.freq_base = hp.rope_freq_base_swa;
       a.rope_freqs = false;
       a.mask.swa_window = static_cast<std::int32_t>(*swa_len);
+      hp.kv_window.resize(static_cast<std::size_t>(L), 0);
+      hp.kv_window[i] = a.mask.swa_window;
     }
 
     w.ffn[i] = bind_ffn(b, f, hp, il, {.sandwich_norms = true, .moe_layer = [](int) { return false; }});

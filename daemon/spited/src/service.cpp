@@ -173,7 +173,8 @@ result<std::shared_ptr<loaded_model>> service::load(const model_spec& spec, bool
   m->model = std::move(*model);
 
   // Does it fit? Weights are mapped, KV memory grows as sequences fill: count both in full.
-  const executor::context_options copts{.n_ctx = n_ctx, .n_threads = cpu_threads_, .n_seq_max = opts.max_concurrent};
+  const executor::context_options copts{.n_ctx = n_ctx, .n_threads = cpu_threads_, .n_seq_max = opts.max_concurrent,
+                                        .swa_full = opts.swa_full};
   auto estimate = executor::estimate_memory(m->file, *m->model, copts, opts.max_concurrent * 64);
   if (!estimate) return std::move(estimate).err().with_context(spec.path);
   m->memory = *estimate;
@@ -228,6 +229,7 @@ result<std::shared_ptr<loaded_model>> service::load(const model_spec& spec, bool
   auto engine = scheduler::engine::create(*m->model, m->tok,
                                           {.max_concurrent = opts.max_concurrent, .queue_size = opts.queue_size,
                                            .n_ctx = n_ctx, .threads = opts.threads, .prompt_cache = opts.prompt_cache,
+                                           .swa_full = opts.swa_full,
                                            .ops = ops, .loras = m->loras});
   if (!engine) return std::move(engine).err().with_context(spec.path);
   m->engine = std::move(*engine);

@@ -88,6 +88,7 @@ struct service_options {
   int max_concurrent = 4;
   int queue_size = 64;
   bool prompt_cache = true;
+  bool swa_full = false;
   std::int32_t n_ctx = 0;
   std::int32_t max_tokens = 4096;
   std::uint64_t memory_limit = 0;  // bytes for all models; 0: what is available when loading

@@ -75,6 +75,7 @@ struct inference_config {
   bool repack_weights = true;  // copy weights into the CPU kernels' packed layouts at load time
   bool prompt_cache = true;    // reuse a finished sequence's KV for the next prompt that shares its prefix
   bool pin_threads = false;    // each compute thread on a CPU of its own
+  bool swa_full = false;       // sliding-window layers keep the whole context instead of a ring
 };
 
 struct kernels_config {

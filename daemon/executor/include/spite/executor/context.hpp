@@ -40,6 +40,10 @@ struct context_options {
   int n_threads = 0;             // 0: every hardware thread
   std::int32_t n_seq_max = 1;
   std::string kv_kind;           // empty: the kind the model asks for (hparams::memory_kind)
+  // Sliding-window layers keep the whole context too (as the reference engine's default),
+  // instead of a ring of window + max_batch cells.
+  bool swa_full = false;
+  std::int32_t max_batch = 512;  // tokens of one sequence per decode call
   std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in CPU kernels
 };
 

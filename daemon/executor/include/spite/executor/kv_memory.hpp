@@ -21,6 +21,10 @@ struct kv_layout {
   std::vector<std::int64_t> state_width;        // per layer: recurrent state floats per sequence (0: none)
   std::int32_t n_ctx = 0;                       // positions per sequence
   std::int32_t n_seq_max = 1;
+  // Per layer: the attention window (0: the whole context). A layer whose window plus one
+  // step's tokens is shorter than n_ctx keeps only that many cells, as a ring.
+  std::vector<std::int32_t> window;
+  std::int32_t max_batch = 512;  // tokens of one sequence per step (the rings' slack)
 };
 
 class kv_memory : public models::kv_access {

@@ -24,7 +24,7 @@ result<memory_estimate> estimate_memory(const gguf::file& file, const models::mo
                                         std::int32_t n_batch);
 
 // The KV geometry a context gives `m`: the same numbers context::create uses.
-kv_layout kv_layout_for(const models::model& m, std::int32_t n_ctx, std::int32_t n_seq_max);
+kv_layout kv_layout_for(const models::model& m, const context_options& options);
 // The KV memory kind a context of `m` uses: the one the options name, else the model's.
 inline std::string_view kv_kind_for(const models::model& m, const context_options& options) {
   return options.kv_kind.empty() ? std::string_view(m.hp().memory_kind) : std::string_view(options.kv_kind);

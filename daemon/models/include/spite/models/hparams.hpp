@@ -37,6 +37,9 @@ struct hparams {
   rope_params rope;
   float rope_freq_base_swa = 10000.0f;  // rope.freq_base_swa (default: rope.freq_base)
   std::int32_t n_swa = 0;               // attention.sliding_window (0: none)
+  // Per layer: the keys its attention can reach back (sliding window or chunk length; 0: all),
+  // so that the KV memory keeps only those.
+  std::vector<std::int32_t> kv_window;
   float yarn_log_mul = 0.0f;            // rope.scaling.yarn_log_multiplier
   // Set by the architecture, not read from keys: the KV memory kind its forward pass needs (the
   // executor's registry), and per layer the floats of recurrent state a sequence keeps there

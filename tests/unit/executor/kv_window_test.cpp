@@ -1,0 +1,130 @@
+// Sliding-window layers in a ring of window + max_batch cells: the models that slide (gemma2,
+// gemma3, gemma4, gpt-oss; llama4's tiny model chunks by 8192, more than a test context) still give the reference engine's logits and greedy
+// tokens when the prompt streams through rings much shorter than it, take a fraction of the
+// memory, and refuse to be cut back past what a ring still holds.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "shared_data.hpp"
+#include "spite/executor/context.hpp"
+#include "spite/executor/memory_estimate.hpp"
+#include "spite/gguf/file.hpp"
+
+using namespace spite;
+using executor::batch;
+
+namespace {
+
+struct loaded {
+  gguf::file file;
+  std::unique_ptr<models::model> model;
+};
+
+loaded load(const std::string& name) {
+  auto f = gguf::file::open(test::shared_path("models/tiny/" + name).string());
+  REQUIRE(f.ok());
+  loaded l{std::move(*f), nullptr};
+  auto m = models::load_model(l.file, {.n_ctx = 512});
+  if (!m) FAIL(m.err().message);
+  l.model = std::move(*m);
+  return l;
+}
+
+// The relative error of our logits at the reference's top 20, as the golden logits test
+// measures it (against the largest |logit| at that position).
+double position_error(std::span<const float> ours, const nlohmann::json& ref) {
+  double max_abs = 0;
+  for (float v : ours) max_abs = std::max(max_abs, std::fabs(static_cast<double>(v)));
+  double err = 0;
+  for (const auto& e : ref.at("top")) {
+    err = std::max(err, std::fabs(ours[e[0].get<std::size_t>()] - e[1].get<double>()) / max_abs);
+  }
+  return err;
+}
+
+std::size_t argmax(std::span<const float> v) {
+  return static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+}  // namespace
+
+TEST_CASE("sliding-window rings: the sliding models keep the golden logits with rings shorter than the prompt",
+          "[executor][kv]") {
+  for (const std::string name : {"tiny-gemma2.f32.gguf", "tiny-gemma3.f32.gguf", "tiny-gemma4.f32.gguf", "tiny-gpt-oss.f32.gguf"}) {
+    INFO(name);
+    const loaded l = load(name);
+    const auto golden = test::load_json(test::shared_path("golden/logits/" + name + ".json"));
+    const auto& run = golden.at("runs")[2];  // the long prompt
+    const auto tokens = run.at("tokens").get<std::vector<std::int32_t>>();
+    const executor::context_options ring_options{.n_ctx = 512, .n_threads = 2, .max_batch = 8};
+    const executor::kv_layout layout = executor::kv_layout_for(*l.model, ring_options);
+    std::int32_t smallest_window = 0;
+    for (auto w : layout.window) {
+      if (w > 0) smallest_window = smallest_window == 0 ? w : std::min(smallest_window, w);
+    }
+    REQUIRE(smallest_window > 0);  // the model slides somewhere
+    INFO("window " << smallest_window << ", prompt " << tokens.size() << " tokens");
+
+    auto ctx = executor::context::create(*l.model, ring_options);
+    REQUIRE(ctx.ok());
+    // Memory: the ring layers hold window + 8 cells instead of 512.
+    auto full = executor::context::create(*l.model, {.n_ctx = 512, .n_threads = 1, .swa_full = true});
+    REQUIRE(full.ok());
+    CHECK((*ctx)->memory().bytes_when_full() < (*full)->memory().bytes_when_full());
+
+    // A step of more tokens than the rings' slack is refused with the reason.
+    batch too_many;
+    for (std::int32_t i = 0; i < 9; ++i) too_many.add(tokens[static_cast<std::size_t>(i)], i, 0, false);
+    auto refused = (*ctx)->decode(too_many);
+    REQUIRE_FALSE(refused.ok());
+    CHECK_THAT(refused.err().message, Catch::Contains("at most 8"));
+
+    // The prompt 8 tokens at a time, every position's logits against the reference's.
+    const std::int64_t n_vocab = l.model->hp().n_vocab;
+    double max_err = 0;
+    std::size_t agree = 0, compared = 0;
+    std::vector<float> last;
+    for (std::size_t start = 0; start < tokens.size(); start += 8) {
+      batch b;
+      const std::size_t end = std::min(tokens.size(), start + 8);
+      for (std::size_t i = start; i < end; ++i) b.add(tokens[i], static_cast<std::int32_t>(i), 0, true);
+      auto logits = (*ctx)->decode(b);
+      REQUIRE(logits.ok());
+      for (std::size_t i = start; i < end; ++i) {
+        const auto row = logits->subspan((i - start) * static_cast<std::size_t>(n_vocab), static_cast<std::size_t>(n_vocab));
+        const auto& ref = run.at("positions")[i];
+        max_err = std::max(max_err, position_error(row, ref));
+        ++compared;
+        agree += static_cast<std::int64_t>(argmax(row)) == ref.at("top")[0][0].get<std::int64_t>();
+        if (i + 1 == tokens.size()) last.assign(row.begin(), row.end());
+      }
+    }
+    CHECK(max_err <= 1e-3);  // the golden logits test's tolerance for float models
+    CHECK(agree >= compared * 99 / 100);
+
+    // Greedy continuation while the reference's margin is clear.
+    const auto greedy = run.at("greedy").get<std::vector<std::int32_t>>();
+    for (std::size_t step = 0; step < greedy.size(); ++step) {
+      const auto& ref = step == 0 ? run.at("positions").back() : run.at("greedy_steps")[step - 1];
+      if (ref.at("top")[0][1].get<double>() - ref.at("top")[1][1].get<double>() <= 1e-3) break;
+      INFO("greedy step " << step);
+      REQUIRE(static_cast<std::int32_t>(argmax(last)) == greedy[step]);
+      batch next;
+      next.add(greedy[step], static_cast<std::int32_t>(tokens.size() + step), 0, true);
+      auto l2 = (*ctx)->decode(next);
+      REQUIRE(l2.ok());
+      last.assign(l2->begin(), l2->end());
+    }
+
+    // Cutting back: a few positions is fine, past the ring's oldest cells is refused.
+    auto& mem = (*ctx)->memory();
+    const std::int32_t length = mem.seq_pos_max(0) + 1;
+    CHECK(mem.seq_rm(0, length - 2, -1).ok());
+    CHECK(mem.seq_pos_max(0) == length - 3);
+    auto too_far = mem.seq_rm(0, length - 3 - smallest_window - 8, -1);
+    REQUIRE_FALSE(too_far.ok());
+    CHECK_THAT(too_far.err().message, Catch::Contains("sliding-window"));
+    CHECK(mem.seq_rm(0, -1, -1).ok());  // the whole sequence always goes
+    CHECK(mem.seq_pos_max(0) == -1);
+  }
+}
