@@ -55,20 +55,7 @@ struct unpacked_row {
 // ---- unpacking
 
 void unpack_q3_K(const gguf::block_q3_K& b, std::int8_t* q, std::int8_t* sc) {
-  // 16 signed 6-bit scales: low 4 bits in bytes 0..7 (two per byte), high 2 bits in 8..11.
-  std::uint32_t aux[3];
-  std::memcpy(aux, b.scales, 12);
-  constexpr std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-  const std::uint32_t s[4] = {
-      (aux[0] & kmask2) | (((aux[2] >> 0) & kmask1) << 4),
-      (aux[1] & kmask2) | (((aux[2] >> 2) & kmask1) << 4),
-      ((aux[0] >> 4) & kmask2) | (((aux[2] >> 4) & kmask1) << 4),
-      ((aux[1] >> 4) & kmask2) | (((aux[2] >> 6) & kmask1) << 4),
-  };
-  for (int j = 0; j < 16; ++j) {
-    const int v = static_cast<int>((s[j / 4] >> (8 * (j % 4))) & 0xff);
-    sc[j] = static_cast<std::int8_t>(v - 32);
-  }
+  q3_K_scales(b.scales, sc);
   // Element 128c + 32k + l: bits 2k..2k+1 of qs[32c + l], minus 4 unless bit 4c + k of hmask[l].
   for (int c = 0; c < 2; ++c) {
     for (int k = 0; k < 4; ++k) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -61,6 +62,21 @@ std::int64_t gemm_rows(std::int64_t n_tokens);
 // dot product quantizes them.
 void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, bool repacked,
                         std::vector<gguf::block_q8_K>& xq);
+
+// The 16 signed 6-bit scales of a Q3_K super-block: low 4 bits in bytes 0..7 (two per byte),
+// high 2 bits in bytes 8..11, minus 32.
+inline void q3_K_scales(const std::uint8_t* packed, std::int8_t* sc) {
+  std::uint32_t aux[3];
+  std::memcpy(aux, packed, 12);
+  constexpr std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  const std::uint32_t s[4] = {
+      (aux[0] & kmask2) | (((aux[2] >> 0) & kmask1) << 4),
+      (aux[1] & kmask2) | (((aux[2] >> 2) & kmask1) << 4),
+      ((aux[0] >> 4) & kmask2) | (((aux[2] >> 4) & kmask1) << 4),
+      ((aux[1] >> 4) & kmask2) | (((aux[2] >> 6) & kmask1) << 4),
+  };
+  for (int j = 0; j < 16; ++j) sc[j] = static_cast<std::int8_t>(static_cast<int>((s[j / 4] >> (8 * (j % 4))) & 0xff) - 32);
+}
 
 // Horizontal sums in the order of the AVX / AVX-512 reductions.
 inline float reduce8(const float* a) {

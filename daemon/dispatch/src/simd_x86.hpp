@@ -56,6 +56,47 @@ SPITE_AVX2 inline __m256i nibbles32(const std::uint8_t* qs) {
 }
 
 
+// 0xFF in byte i where bit i of `bits` is set.
+SPITE_AVX2 inline __m256i bytes_from_bits(std::uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i others = _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));  // all but bit i % 8
+  return _mm256_cmpeq_epi8(others, _mm256_set1_epi64x(-1));
+}
+
+// The 32 unsigned quants of a Q5_0 / Q5_1 block in element order (low nibbles, then high), the
+// fifth bit from qh.
+template <class Block>
+SPITE_AVX2 inline __m256i quants5(const Block& b) {
+  std::uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  return _mm256_or_si256(nibbles32(b.qs), _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10)));
+}
+
+// rows4(o) for each group of 4 output rows from o, rows1(o) for each row of a last partial
+// group; the groups are split over the pool.
+template <class Rows4, class Rows1>
+void by_row_groups(std::int64_t out, thread_pool& pool, const Rows4& rows4, const Rows1& rows1) {
+  pool.parallel_for((out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) {
+      if (4 * g + 4 <= out) {
+        rows4(4 * g);
+      } else {
+        for (std::int64_t o = 4 * g; o < out; ++o) rows1(o);
+      }
+    }
+  });
+}
+
+// tile4(t) for each group of 4 activation rows from t, tile1(t) for each row left.
+template <class Tile4, class Tile1>
+void by_token_tiles(std::int64_t n_tokens, const Tile4& tile4, const Tile1& tile1) {
+  std::int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) tile4(t);
+  for (; t < n_tokens; ++t) tile1(t);
+}
+
 SPITE_AVX2 inline __m128i insert_half(__m128i h, gguf::half_bits v, int r) {
   switch (r) {
     case 0: return _mm_insert_epi16(h, v, 0);
@@ -259,7 +300,6 @@ void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
 std::size_t pack_q4_K(weight& w);
 
 // simd_x86_legacy.cpp
-void matmul_q5_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_q4_1(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 

@@ -9,6 +9,7 @@
 
 #if defined(__x86_64__)
 #include <memory>
+#include <type_traits>
 
 namespace spite::dispatch::cpu {
 namespace {
@@ -16,14 +17,22 @@ namespace {
 using namespace x86;
 using gguf::tensor_type;
 
-// ---- Q8_0 (reference: dot_q8_0 in ref_dot_legacy.cpp, 8 lanes of 4 products per block)
+// ---- Q8_0 and Q5_0 (references: dot_q8_0 and dot_q5_0 in ref_dot_legacy.cpp, 8 lanes of 4
+// products per block against Q8_0 activations; Q5_0's quants are q5 - 16)
+
+SPITE_AVX2 inline __m256i signed_quants(const gguf::block_q8_0& b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+}
+SPITE_AVX2 inline __m256i signed_quants(const gguf::block_q5_0& b) {
+  return _mm256_sub_epi8(quants5(b), _mm256_set1_epi8(16));
+}
 
 // R rows times K activation rows: several rows in flight keep enough loads outstanding to stream
 // from memory at full speed, several activation rows reuse each loaded weight block.
-template <int R, int K>
+template <class Block, int R, int K>
 SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
-  const gguf::block_q8_0* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_q8_0*>(w.row(o + r));
+  const Block* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w.row(o + r));
   __m256 acc[R][K];
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) acc[r][k] = _mm256_setzero_ps();
@@ -32,7 +41,7 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
     for (int r = 0; r < R; ++r) {
-      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r][b].qs));
+      const __m256i wv = signed_quants(rows[r][b]);
       const __m256i wabs = _mm256_sign_epi8(wv, wv);
       const float dw = _cvtsh_ss(rows[r][b].d);
       for (int k = 0; k < K; ++k) {
@@ -48,32 +57,26 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
   }
 }
 
-template <int R>
+template <class Block, int R>
 void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, float* y) {
   std::int64_t t = 0;
-  if (R == 4 && n_tokens >= 4) {
+  if (std::is_same_v<Block, gguf::block_q8_0> && R == 4 && n_tokens >= 4) {
     if (const q8_0_tile_fn vnni = avx512_q8_0_tile()) {
       for (; t + 4 <= n_tokens; t += 4) vnni(w, o, xb, nb, t, y);
     }
   }
-  for (; t + 4 <= n_tokens; t += 4) q8_0_tile<R, 4>(w, o, xb, nb, t, y);
-  for (; t < n_tokens; ++t) q8_0_tile<R, 1>(w, o, xb, nb, t, y);
+  by_token_tiles(
+      n_tokens - t, [&](std::int64_t s) { q8_0_tile<Block, R, 4>(w, o, xb, nb, t + s, y); },
+      [&](std::int64_t s) { q8_0_tile<Block, R, 1>(w, o, xb, nb, t + s, y); });
 }
 
-void matmul_q8_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+template <class Block>
+void matmul_q8_0_like(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens);
-  const std::int64_t groups = (w.out + 3) / 4;
-  pool.parallel_for(groups, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t g = begin; g < end; ++g) {
-      const std::int64_t o = 4 * g;
-      if (o + 4 <= w.out) {
-        q8_0_rows<4>(w, o, xb, nb, n_tokens, y);
-      } else {
-        for (std::int64_t r = o; r < w.out; ++r) q8_0_rows<1>(w, r, xb, nb, n_tokens, y);
-      }
-    }
-  });
+  by_row_groups(
+      w.out, pool, [&](std::int64_t o) { q8_0_rows<Block, 4>(w, o, xb, nb, n_tokens, y); },
+      [&](std::int64_t o) { q8_0_rows<Block, 1>(w, o, xb, nb, n_tokens, y); });
 }
 
 // ---- Q4_0 repacked (reference: dot32_repacked in ref_dot_repack.cpp, one lane per output and
@@ -241,13 +244,13 @@ void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* 
 }
 
 constexpr exact_matmul k_table[] = {
-    {tensor_type::q8_0, matmul_q8_0},
+    {tensor_type::q8_0, matmul_q8_0_like<gguf::block_q8_0>},
     {tensor_type::q4_0, matmul_q4_0},
     {tensor_type::q4_K, matmul_q4_K},
     {tensor_type::q6_K, matmul_q6_K},
     {tensor_type::q3_K, matmul_q3_K},
     {tensor_type::q5_K, matmul_q5_K},
-    {tensor_type::q5_0, matmul_q5_0},
+    {tensor_type::q5_0, matmul_q8_0_like<gguf::block_q5_0>},
     {tensor_type::q4_1, matmul_q4_1},
     {tensor_type::q5_1, matmul_q5_1},
     {tensor_type::iq4_xs, matmul_iq4_xs},

@@ -188,10 +188,10 @@ SPITE_AVX2 void bf16_tile(const weight& w, std::int64_t o, const std::uint16_t* 
 }
 
 template <int R>
-SPITE_AVX2 void bf16_rows(const weight& w, std::int64_t o, const std::uint16_t* xs, std::int64_t n_tokens, float* y) {
-  std::int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4) bf16_tile<R, 4>(w, o, xs, t, y, t == 0);
-  for (; t < n_tokens; ++t) bf16_tile<R, 1>(w, o, xs, t, y, t == 0);
+void bf16_rows(const weight& w, std::int64_t o, const std::uint16_t* xs, std::int64_t n_tokens, float* y) {
+  by_token_tiles(
+      n_tokens, [&](std::int64_t t) { bf16_tile<R, 4>(w, o, xs, t, y, t == 0); },
+      [&](std::int64_t t) { bf16_tile<R, 1>(w, o, xs, t, y, t == 0); });
 }
 
 void matmul_bf16_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
@@ -201,15 +201,9 @@ void matmul_bf16_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   }
   std::vector<std::uint16_t> xs(static_cast<std::size_t>(w.in * n_tokens));
   for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = fp32_to_bf16(x[i]);
-  pool.parallel_for((w.out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t g = begin; g < end; ++g) {
-      if (4 * g + 4 <= w.out) {
-        bf16_rows<4>(w, 4 * g, xs.data(), n_tokens, y);
-      } else {
-        for (std::int64_t o = 4 * g; o < w.out; ++o) bf16_rows<1>(w, o, xs.data(), n_tokens, y);
-      }
-    }
-  });
+  by_row_groups(
+      w.out, pool, [&](std::int64_t o) { bf16_rows<4>(w, o, xs.data(), n_tokens, y); },
+      [&](std::int64_t o) { bf16_rows<1>(w, o, xs.data(), n_tokens, y); });
 }
 
 }  // namespace

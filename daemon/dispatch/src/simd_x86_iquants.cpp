@@ -69,9 +69,9 @@ SPITE_AVX2 void iq4_xs_tile(const weight& w, std::int64_t o, const gguf::block_q
 
 template <int R>
 void iq4_xs_rows(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t n_tokens, float* y) {
-  std::int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4) iq4_xs_tile<R, 4>(w, o, xq, nb, t, y);
-  for (; t < n_tokens; ++t) iq4_xs_tile<R, 1>(w, o, xq, nb, t, y);
+  by_token_tiles(
+      n_tokens, [&](std::int64_t t) { iq4_xs_tile<R, 4>(w, o, xq, nb, t, y); },
+      [&](std::int64_t t) { iq4_xs_tile<R, 1>(w, o, xq, nb, t, y); });
 }
 
 // ---- IQ4_NL, repacked matrices: one exact block sum and one fma per block and output
@@ -110,9 +110,9 @@ SPITE_AVX2 void iq4_nl_tile(const weight& w, std::int64_t o, const q8_0_batch& x
 
 template <int R>
 void iq4_nl_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, float* y) {
-  std::int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4) iq4_nl_tile<R, 4>(w, o, xb, nb, t, y);
-  for (; t < n_tokens; ++t) iq4_nl_tile<R, 1>(w, o, xb, nb, t, y);
+  by_token_tiles(
+      n_tokens, [&](std::int64_t t) { iq4_nl_tile<R, 4>(w, o, xb, nb, t, y); },
+      [&](std::int64_t t) { iq4_nl_tile<R, 1>(w, o, xb, nb, t, y); });
 }
 
 }  // namespace
@@ -121,15 +121,9 @@ void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
   for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
-  pool.parallel_for((w.out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t g = begin; g < end; ++g) {
-      if (4 * g + 4 <= w.out) {
-        iq4_xs_rows<4>(w, 4 * g, xq.data(), nb, n_tokens, y);
-      } else {
-        for (std::int64_t o = 4 * g; o < w.out; ++o) iq4_xs_rows<1>(w, o, xq.data(), nb, n_tokens, y);
-      }
-    }
-  });
+  by_row_groups(
+      w.out, pool, [&](std::int64_t o) { iq4_xs_rows<4>(w, o, xq.data(), nb, n_tokens, y); },
+      [&](std::int64_t o) { iq4_xs_rows<1>(w, o, xq.data(), nb, n_tokens, y); });
 }
 
 void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {

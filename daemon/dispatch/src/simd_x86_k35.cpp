@@ -22,30 +22,21 @@ constexpr std::int64_t qkk = gguf::qk_k;
 
 // ---- the scales of one super-block, decoded as the reference unpackers decode them
 
-// 16 signed 6-bit scales: low 4 bits in bytes 0..7, high 2 bits in bytes 8..11, minus 32.
-void q3_K_scales(const gguf::block_q3_K& b, std::int16_t* sc) {
-  std::uint32_t aux[3];
-  std::memcpy(aux, b.scales, 12);
-  constexpr std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-  const std::uint32_t s[4] = {
-      (aux[0] & kmask2) | (((aux[2] >> 0) & kmask1) << 4),
-      (aux[1] & kmask2) | (((aux[2] >> 2) & kmask1) << 4),
-      ((aux[0] >> 4) & kmask2) | (((aux[2] >> 4) & kmask1) << 4),
-      ((aux[1] >> 4) & kmask2) | (((aux[2] >> 6) & kmask1) << 4),
-  };
-  for (int j = 0; j < 16; ++j) sc[j] = static_cast<std::int16_t>(static_cast<int>((s[j / 4] >> (8 * (j % 4))) & 0xff) - 32);
+void q3_K_scales16(const gguf::block_q3_K& b, std::int16_t* sc) {
+  std::int8_t s8[16];
+  q3_K_scales(b.scales, s8);
+  for (int j = 0; j < 16; ++j) sc[j] = s8[j];
 }
 
-// 8 six-bit scales (one per 32 elements) and 8 six-bit mins.
+// Q5_K packs its 8 scales and 8 mins as Q4_K does.
 void q5_K_scales(const gguf::block_q5_K& b, std::int16_t* sc, std::int16_t* mins) {
+  std::uint32_t packed[4];
+  scales_mins_k4(b.scales, packed);
+  std::uint8_t bytes[16];
+  std::memcpy(bytes, packed, sizeof bytes);
   for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      sc[j] = static_cast<std::int16_t>(b.scales[j] & 63);
-      mins[j] = static_cast<std::int16_t>(b.scales[j + 4] & 63);
-    } else {
-      sc[j] = static_cast<std::int16_t>((b.scales[j + 4] & 0xF) | ((b.scales[j - 4] >> 6) << 4));
-      mins[j] = static_cast<std::int16_t>((b.scales[j + 4] >> 4) | ((b.scales[j] >> 6) << 4));
-    }
+    sc[j] = bytes[j];
+    mins[j] = bytes[8 + j];
   }
 }
 
@@ -105,7 +96,7 @@ SPITE_AVX2 void unpack_row(const Block* w, std::int64_t nb, k_row& r) {
     std::int16_t sc[16], mins[8];
     __m256i bits;
     if constexpr (std::is_same_v<Block, gguf::block_q3_K>) {
-      q3_K_scales(w[b], sc);
+      q3_K_scales16(w[b], sc);
       bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].hmask));
     } else {
       q5_K_scales(w[b], sc, mins);
@@ -194,7 +185,7 @@ SPITE_AVX2 void fused_rows(const weight& w, std::int64_t o, const gguf::block_q8
       std::int16_t sc[16], mins[8];
       __m256i bits;
       if constexpr (is_q3) {
-        q3_K_scales(blk, sc);
+        q3_K_scales16(blk, sc);
         bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask));
       } else {
         q5_K_scales(blk, sc, mins);
@@ -227,26 +218,20 @@ void matmul_k35(const weight& w, const float* x, std::int64_t n_tokens, float* y
   for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
   const std::int64_t out = w.out;
   if (n_tokens < 4) {
-    pool.parallel_for((out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
-      for (std::int64_t g = begin; g < end; ++g) {
-        for (std::int64_t t = 0; t < n_tokens; ++t) {
-          if (4 * g + 4 <= out) {
-            fused_rows<Block, 4>(w, 4 * g, xq.data() + t * nb, t == 0, y + t * out);
-          } else {
-            for (std::int64_t o = 4 * g; o < out; ++o) fused_rows<Block, 1>(w, o, xq.data() + t * nb, t == 0, y + t * out);
-          }
-        }
-      }
-    });
+    const auto rows = [&]<int R>(std::int64_t o) {
+      for (std::int64_t t = 0; t < n_tokens; ++t) fused_rows<Block, R>(w, o, xq.data() + t * nb, t == 0, y + t * out);
+    };
+    by_row_groups(out, pool, [&](std::int64_t o) { rows.template operator()<4>(o); },
+                  [&](std::int64_t o) { rows.template operator()<1>(o); });
     return;
   }
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
     k_row r(w.in);
     for (std::int64_t o = begin; o < end; ++o) {
       unpack_row(reinterpret_cast<const Block*>(w.row(o)), nb, r);
-      std::int64_t t = 0;
-      for (; t + 4 <= n_tokens; t += 4) row_dot<is_q3, 4>(r, xq.data(), nb, t, out, o, y);
-      for (; t < n_tokens; ++t) row_dot<is_q3, 1>(r, xq.data(), nb, t, out, o, y);
+      by_token_tiles(
+          n_tokens, [&](std::int64_t t) { row_dot<is_q3, 4>(r, xq.data(), nb, t, out, o, y); },
+          [&](std::int64_t t) { row_dot<is_q3, 1>(r, xq.data(), nb, t, out, o, y); });
     }
   });
 }

@@ -387,26 +387,20 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
   const std::int64_t out = w.out;
   if (n_tokens < 4) {
-    pool.parallel_for((out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
-      for (std::int64_t g = begin; g < end; ++g) {
-        for (std::int64_t t = 0; t < n_tokens; ++t) {
-          if (4 * g + 4 <= out) {
-            q6_K_fused<4>(w, 4 * g, xq.data() + t * nb, t == 0, y + t * out);
-          } else {
-            for (std::int64_t o = 4 * g; o < out; ++o) q6_K_fused<1>(w, o, xq.data() + t * nb, t == 0, y + t * out);
-          }
-        }
-      }
-    });
+    const auto rows = [&]<int R>(std::int64_t o) {
+      for (std::int64_t t = 0; t < n_tokens; ++t) q6_K_fused<R>(w, o, xq.data() + t * nb, t == 0, y + t * out);
+    };
+    by_row_groups(out, pool, [&](std::int64_t o) { rows.template operator()<4>(o); },
+                  [&](std::int64_t o) { rows.template operator()<1>(o); });
     return;
   }
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
     q6_K_row r(w.in);
     for (std::int64_t o = begin; o < end; ++o) {
       unpack_q6_K_row(reinterpret_cast<const gguf::block_q6_K*>(w.row(o)), nb, r);
-      std::int64_t t = 0;
-      for (; t + 4 <= n_tokens; t += 4) q6_K_dot<4>(r, xq.data(), nb, t, out, o, y);
-      for (; t < n_tokens; ++t) q6_K_dot<1>(r, xq.data(), nb, t, out, o, y);
+      by_token_tiles(
+          n_tokens, [&](std::int64_t t) { q6_K_dot<4>(r, xq.data(), nb, t, out, o, y); },
+          [&](std::int64_t t) { q6_K_dot<1>(r, xq.data(), nb, t, out, o, y); });
     }
   });
 }

@@ -32,6 +32,11 @@ quantized_matrix random_matrix(tensor_type type, std::int64_t in, std::int64_t o
   const auto row = *spite::gguf::row_bytes(type, in);
   m.bytes.resize(row * static_cast<std::size_t>(out));
   std::vector<float> values(static_cast<std::size_t>(in));
+  m.w.data = m.bytes.data();
+  m.w.type = type;
+  m.w.in = in;
+  m.w.out = out;
+  m.w.row_bytes = row;
   if (type == tensor_type::iq4_xs) {  // no quantizer here: random blocks with sane scales
     std::uniform_int_distribution<int> byte(0, 255);
     for (auto& b : m.bytes) b = static_cast<std::byte>(byte(rng));
@@ -39,11 +44,6 @@ quantized_matrix random_matrix(tensor_type type, std::int64_t in, std::int64_t o
     for (std::size_t i = 0; i < m.bytes.size() / sizeof(spite::gguf::block_iq4_xs); ++i) {
       blocks[i].d = spite::fp32_to_fp16(0.001f * static_cast<float>(1 + i % 13));
     }
-    m.w.data = m.bytes.data();
-    m.w.type = type;
-    m.w.in = in;
-    m.w.out = out;
-    m.w.row_bytes = row;
     return m;
   }
   for (std::int64_t r = 0; r < out; ++r) {
@@ -52,11 +52,6 @@ quantized_matrix random_matrix(tensor_type type, std::int64_t in, std::int64_t o
     for (float& v : values) v = scale * normal(rng);
     REQUIRE(spite::gguf::quantize(type, values.data(), m.bytes.data() + r * row, in));
   }
-  m.w.data = m.bytes.data();
-  m.w.type = type;
-  m.w.in = in;
-  m.w.out = out;
-  m.w.row_bytes = row;
   return m;
 }
 

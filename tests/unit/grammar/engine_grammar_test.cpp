@@ -8,8 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shared_data.hpp"
-#include "spite/gguf/file.hpp"
+#include "loaded_model.hpp"
 #include "spite/grammar/json_schema.hpp"
 #include "spite/models/model.hpp"
 #include "spite/scheduler/engine.hpp"
@@ -17,25 +16,6 @@
 using namespace spite;
 
 namespace {
-
-struct loaded {
-  gguf::file file;
-  std::unique_ptr<models::model> model;
-  std::shared_ptr<const tokenizer::tokenizer> tok;
-};
-
-loaded load(const std::string& rel) {
-  auto f = gguf::file::open(test::shared_path(rel).string());
-  REQUIRE(f.ok());
-  loaded l{std::move(*f), nullptr, nullptr};
-  auto m = models::load_model(l.file, {.n_ctx = 512});
-  if (!m) FAIL(m.err().message);
-  l.model = std::move(*m);
-  auto t = tokenizer::tokenizer::from_metadata(l.file.meta());
-  REQUIRE(t.ok());
-  l.tok = *t;
-  return l;
-}
 
 struct pending {
   std::promise<scheduler::generation_result> done;
@@ -45,7 +25,7 @@ struct pending {
 }  // namespace
 
 TEST_CASE("engine: JSON-schema requests produce valid JSON beside a failing grammar", "[grammar][engine]") {
-  const loaded l = load("models/stories260K.gguf");
+  const test::loaded_model l = test::load_model("models/stories260K.gguf");
   auto eng = scheduler::engine::create(*l.model, l.tok, {.max_concurrent = 3, .n_ctx = 512, .threads = 1});
   if (!eng) FAIL(eng.err().message);
   auto g = grammar::json_schema_grammar(nlohmann::ordered_json::parse(R"({"type":"object","properties":{

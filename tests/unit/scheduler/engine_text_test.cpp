@@ -4,9 +4,7 @@
 #include <future>
 #include <string>
 
-#include "shared_data.hpp"
-#include "spite/gguf/file.hpp"
-#include "spite/models/model.hpp"
+#include "loaded_model.hpp"
 #include "spite/scheduler/engine.hpp"
 
 using namespace spite;
@@ -34,15 +32,10 @@ std::string generate_text(scheduler::engine& eng, const tokenizer::tokenizer& to
 }  // namespace
 
 TEST_CASE("engine text: special tokens appear only when the request asks for them", "[scheduler]") {
-  auto f = gguf::file::open(test::shared_path("models/stories260K.gguf").string());
-  REQUIRE(f.ok());
-  auto m = models::load_model(*f, {.n_ctx = 128});
-  REQUIRE(m.ok());
-  auto tok = tokenizer::tokenizer::from_metadata(f->meta());
-  REQUIRE(tok.ok());
-  auto eng = scheduler::engine::create(**m, *tok, {.max_concurrent = 1, .n_ctx = 128, .threads = 1});
+  const test::loaded_model l = test::load_model("models/stories260K.gguf", 128);
+  auto eng = scheduler::engine::create(*l.model, l.tok, {.max_concurrent = 1, .n_ctx = 128, .threads = 1});
   REQUIRE(eng.ok());
-  const std::string bos((*tok)->vocabulary().text((*tok)->vocabulary().special().bos));
-  CHECK(generate_text(**eng, **tok, false).empty());
-  CHECK(generate_text(**eng, **tok, true) == bos + bos + bos);
+  const std::string bos(l.tok->vocabulary().text(l.tok->vocabulary().special().bos));
+  CHECK(generate_text(**eng, *l.tok, false).empty());
+  CHECK(generate_text(**eng, *l.tok, true) == bos + bos + bos);
 }

@@ -7,9 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "shared_data.hpp"
-#include "spite/gguf/file.hpp"
-#include "spite/models/model.hpp"
+#include "loaded_model.hpp"
 #include "spite/scheduler/engine.hpp"
 
 using namespace spite;
@@ -17,23 +15,12 @@ using namespace spite;
 namespace {
 
 struct loaded {
-  gguf::file file;
-  std::unique_ptr<models::model> model;
-  std::shared_ptr<const tokenizer::tokenizer> tok;
+  test::loaded_model m;
   nlohmann::json golden;
 };
 
 loaded load(const std::string& model_rel, const std::string& golden_name) {
-  auto f = gguf::file::open(test::shared_path(model_rel).string());
-  REQUIRE(f.ok());
-  loaded l{std::move(*f), nullptr, nullptr, test::load_json(test::shared_path("golden/logits/" + golden_name))};
-  auto m = models::load_model(l.file, {.n_ctx = 512});
-  if (!m) FAIL(m.err().message);
-  l.model = std::move(*m);
-  auto t = tokenizer::tokenizer::from_metadata(l.file.meta());
-  REQUIRE(t.ok());
-  l.tok = *t;
-  return l;
+  return {test::load_model(model_rel), test::load_json(test::shared_path("golden/logits/" + golden_name))};
 }
 
 struct outcome {
@@ -80,7 +67,7 @@ void check_prompt_cache(const loaded& l, bool recurrent) {
   const auto long_prompt = runs[2].at("tokens").get<std::vector<std::int32_t>>();
   const auto other_prompt = runs[1].at("tokens").get<std::vector<std::int32_t>>();
   REQUIRE(long_prompt.size() > 100);
-  auto eng = scheduler::engine::create(*l.model, l.tok, {.max_concurrent = 1, .n_ctx = 512, .threads = 2});
+  auto eng = scheduler::engine::create(*l.m.model, l.m.tok, {.max_concurrent = 1, .n_ctx = 512, .threads = 2});
   if (!eng) FAIL(eng.err().message);
 
   // One predicted token is sampled and never evaluated: the sequence holds exactly the prompt.
@@ -122,7 +109,7 @@ TEST_CASE("prompt cache: a hybrid recurrent model reuses its state only to exten
 TEST_CASE("prompt cache: turned off, every prompt is evaluated in full", "[scheduler][prompt_cache]") {
   const loaded l = load("models/stories260K.gguf", "stories260K.gguf.json");
   const auto prompt = l.golden.at("runs")[2].at("tokens").get<std::vector<std::int32_t>>();
-  auto eng = scheduler::engine::create(*l.model, l.tok, {.max_concurrent = 1, .n_ctx = 512, .threads = 2, .prompt_cache = false});
+  auto eng = scheduler::engine::create(*l.m.model, l.m.tok, {.max_concurrent = 1, .n_ctx = 512, .threads = 2, .prompt_cache = false});
   if (!eng) FAIL(eng.err().message);
   generate(**eng, prompt, 2);
   const outcome again = generate(**eng, prompt, 16);
@@ -136,7 +123,7 @@ TEST_CASE("prompt cache: with several free sequences the one holding the longest
   const auto& runs = l.golden.at("runs");
   const auto a = runs[2].at("tokens").get<std::vector<std::int32_t>>();
   const auto b = runs[1].at("tokens").get<std::vector<std::int32_t>>();
-  auto eng = scheduler::engine::create(*l.model, l.tok, {.max_concurrent = 3, .n_ctx = 512, .threads = 2});
+  auto eng = scheduler::engine::create(*l.m.model, l.m.tok, {.max_concurrent = 3, .n_ctx = 512, .threads = 2});
   if (!eng) FAIL(eng.err().message);
   generate(**eng, a, 1);
   generate(**eng, b, 1);  // goes to a least recently used sequence, the one holding `a` stays
