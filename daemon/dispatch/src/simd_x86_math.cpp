@@ -16,33 +16,29 @@ namespace {
 
 #define SPITE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-SPITE_AVX2 float dot16(const float* a, const float* b, std::int64_t n) {
-  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-  for (std::int64_t i = 0; i < n; i += 16) {
-    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8)));
-  }
-  alignas(32) float lanes[16];
-  _mm256_store_ps(lanes, lo);
-  _mm256_store_ps(lanes + 8, hi);
-  return reduce16(lanes);
-}
-
 SPITE_AVX2 inline __m256 widen8(const std::uint16_t* h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
-SPITE_AVX2 float dot16_h(const std::uint16_t* a, const float* b, std::int64_t n) {
+SPITE_AVX2 inline __m256 load8(const float* a) { return _mm256_loadu_ps(a); }
+SPITE_AVX2 inline __m256 load8(const std::uint16_t* a) { return widen8(a); }
+
+// 16 lane sums of products, `a` as floats or as f16.
+template <class A>
+SPITE_AVX2 float dot16_of(const A* a, const float* b, std::int64_t n) {
   __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
   for (std::int64_t i = 0; i < n; i += 16) {
-    lo = _mm256_add_ps(lo, _mm256_mul_ps(widen8(a + i), _mm256_loadu_ps(b + i)));
-    hi = _mm256_add_ps(hi, _mm256_mul_ps(widen8(a + i + 8), _mm256_loadu_ps(b + i + 8)));
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(load8(a + i), _mm256_loadu_ps(b + i)));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(load8(a + i + 8), _mm256_loadu_ps(b + i + 8)));
   }
   alignas(32) float lanes[16];
   _mm256_store_ps(lanes, lo);
   _mm256_store_ps(lanes + 8, hi);
   return reduce16(lanes);
 }
+
+SPITE_AVX2 float dot16(const float* a, const float* b, std::int64_t n) { return dot16_of(a, b, n); }
+SPITE_AVX2 float dot16_h(const std::uint16_t* a, const float* b, std::int64_t n) { return dot16_of(a, b, n); }
 
 SPITE_AVX2 void axpy_h(float* acc, const std::uint16_t* v, float p, std::int64_t n) {
   const __m256 pv = _mm256_set1_ps(p);
