@@ -47,7 +47,7 @@ float dot_f16(const float* a, const float* b, std::int64_t n, std::int64_t strid
 
 void attention(const attention_args& a, thread_pool& pool) {
   const std::int64_t group = a.n_head / a.n_head_kv;  // consecutive query heads share a kv head
-  const std::int64_t kv_stride = a.n_head_kv * a.head_dim, v_stride = a.n_head_kv * a.head_dim_v;
+  const std::int64_t kv_stride = a.n_head_kv * a.head_dim, v_stride = a.v_stride > 0 ? a.v_stride : a.n_head_kv * a.head_dim_v;
   const std::int64_t dk = a.head_dim, dv = a.head_dim_v;
   const simd_math* simd = fast_math();
   const bool simd_keys = simd != nullptr && dk % 16 == 0;

@@ -4,7 +4,8 @@
 // keys from p - window + 1 on, and a step of at most max_batch tokens of one sequence stores
 // them all before the layer attends, so window + max_batch cells always hold what it needs.
 // Cells not written yet carry a position past any query and are masked. A sequence's positions
-// must grow without gaps.
+// must grow without gaps. With kv_layout::value_in_key (latent attention: K = [c | k_pe], V = c)
+// the values are read inside the key rows and not stored a second time.
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -23,6 +24,9 @@ class contiguous_f16 final : public kv_memory {
     positions_.resize(static_cast<std::size_t>(layout.n_ctx));
     std::iota(positions_.begin(), positions_.end(), 0);
     layout_.window.resize(static_cast<std::size_t>(layout.n_layer), 0);
+    for (std::size_t l = 0; l < layout_.v_width.size(); ++l) {
+      if (layout_.v_width[l] > layout_.k_width[l]) layout_.value_in_key = false;  // cannot be inside
+    }
     cells_.resize(static_cast<std::size_t>(layout.n_layer), layout.n_ctx);
     for (std::size_t l = 0; l < cells_.size(); ++l) {
       const std::int64_t w = layout_.window[l];
@@ -87,8 +91,9 @@ class contiguous_f16 final : public kv_memory {
     const std::int64_t cell = current_.pos[static_cast<std::size_t>(index)] % cells_[l];
     const std::int64_t kw = layout_.k_width[l], vw = layout_.v_width[l];
     std::uint16_t* kd = s.k[l].data() + cell * kw;
-    std::uint16_t* vd = s.v[l].data() + cell * vw;
     for (std::int64_t i = 0; i < kw; ++i) kd[i] = fp32_to_fp16(k[i]);
+    if (layout_.value_in_key) return;
+    std::uint16_t* vd = s.v[l].data() + cell * vw;
     for (std::int64_t i = 0; i < vw; ++i) vd[i] = fp32_to_fp16(v[i]);
   }
 
@@ -96,8 +101,10 @@ class contiguous_f16 final : public kv_memory {
     const seq_state& s = seqs_[static_cast<std::size_t>(seq)];
     if (s.k.empty()) return {};
     const auto l = static_cast<std::size_t>(layer);
-    if (!s.cell_pos[l].empty()) return {s.k[l].data(), s.v[l].data(), s.cell_pos[l].data(), s.used[l]};
-    return {s.k[l].data(), s.v[l].data(), positions_.data(), s.length};
+    const std::uint16_t* v = layout_.value_in_key ? s.k[l].data() : s.v[l].data();
+    const std::int64_t v_stride = layout_.value_in_key ? layout_.k_width[l] : 0;
+    if (!s.cell_pos[l].empty()) return {s.k[l].data(), v, s.cell_pos[l].data(), s.used[l], v_stride};
+    return {s.k[l].data(), v, positions_.data(), s.length, v_stride};
   }
 
   result<void> seq_rm(std::int32_t seq, std::int32_t p0, std::int32_t p1) override {
@@ -144,7 +151,7 @@ class contiguous_f16 final : public kv_memory {
     for (std::size_t l = 0; l < to.k.size(); ++l) {
       const std::int64_t n = to.cell_pos[l].empty() ? end : cells_[l];
       std::copy_n(from.k[l].begin(), n * layout_.k_width[l], to.k[l].begin());
-      std::copy_n(from.v[l].begin(), n * layout_.v_width[l], to.v[l].begin());
+      if (!layout_.value_in_key) std::copy_n(from.v[l].begin(), n * layout_.v_width[l], to.v[l].begin());
       if (!from.cell_pos.empty()) {
         to.cell_pos[l] = from.cell_pos[l];
         to.used[l] = from.used[l];
@@ -172,7 +179,8 @@ class contiguous_f16 final : public kv_memory {
   std::size_t bytes_when_full() const override {
     std::size_t per_seq = 0;
     for (std::size_t l = 0; l < layout_.k_width.size(); ++l) {
-      per_seq += static_cast<std::size_t>((layout_.k_width[l] + layout_.v_width[l]) * cells_[l]) * 2;
+      const std::int64_t v_width = layout_.value_in_key ? 0 : layout_.v_width[l];
+      per_seq += static_cast<std::size_t>((layout_.k_width[l] + v_width) * cells_[l]) * 2;
     }
     return per_seq * static_cast<std::size_t>(layout_.n_seq_max);
   }
@@ -202,7 +210,7 @@ class contiguous_f16 final : public kv_memory {
     s.used.assign(L, 0);
     for (std::size_t l = 0; l < L; ++l) {
       s.k[l].resize(static_cast<std::size_t>(layout_.k_width[l] * cells_[l]));
-      s.v[l].resize(static_cast<std::size_t>(layout_.v_width[l] * cells_[l]));
+      if (!layout_.value_in_key) s.v[l].resize(static_cast<std::size_t>(layout_.v_width[l] * cells_[l]));
       if (cells_[l] < layout_.n_ctx) s.cell_pos[l].assign(static_cast<std::size_t>(cells_[l]), empty_cell);
     }
   }

@@ -24,6 +24,7 @@ kv_layout kv_layout_for(const models::model& m, const context_options& options) 
   layout.n_ctx = n_ctx > 0 ? n_ctx : static_cast<std::int32_t>(std::min<std::int64_t>(hp.n_ctx_train, 4096));
   layout.n_seq_max = n_seq_max;
   layout.max_batch = std::max(options.max_batch, 1);
+  layout.value_in_key = hp.kv_value_in_key;
   if (!options.swa_full) {
     layout.window = hp.kv_window;
     layout.window.resize(static_cast<std::size_t>(hp.n_layer), 0);

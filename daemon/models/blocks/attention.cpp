@@ -64,6 +64,7 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
     a.q_pos = qpos.data();
     a.k = view.k;
     a.v = view.v;
+    a.v_stride = view.v_stride;
     a.kv_pos = view.pos;
     a.n_kv = view.n;
     a.scale = scale;

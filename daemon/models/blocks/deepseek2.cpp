@@ -34,6 +34,7 @@ result<std::unique_ptr<decoder_model>> load_deepseek2(const gguf::file& f) {
     return make_error(errc::malformed, hp->arch + " model: inconsistent latent attention or expert group sizes");
   }
   hp->rope.kind = rope_kind::norm;
+  hp->kv_value_in_key = true;  // K = [c | k_pe], V = c
   hp->n_ff_shexp = hp->n_ff_exp * *n_shared;
   // The converter stores 0.1 * mscale_all_dim as the YaRN log multiplier.
   const float log_mul = hp->yarn_log_mul / 0.1f;

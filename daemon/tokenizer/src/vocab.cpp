@@ -230,9 +230,12 @@ void vocab::detect_special_tokens(const gguf::metadata& meta) {
   mark(special_.eot, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
                       "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"});
   mark(special_.eom, {"<|eom_id|>"});
-  mark(special_.fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>"});
-  mark(special_.fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>"});
-  mark(special_.fim_mid, {"<|fim_middle|>", "<fim-middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>"});
+  mark(special_.fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>",
+                              "\xe2\x96\x81<PRE>", "<|code_prefix|>"});
+  mark(special_.fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>",
+                              "\xe2\x96\x81<SUF>", "<|code_suffix|>"});
+  mark(special_.fim_mid, {"<|fim_middle|>", "<fim-middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>",
+                              "\xe2\x96\x81<MID>", "<|code_middle|>"});
   mark(special_.fim_pad, {"<|fim_pad|>", "<fim-pad>", "<PAD>"});
   mark(special_.fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"});
   mark(special_.fim_sep, {"<|file_sep|>"});

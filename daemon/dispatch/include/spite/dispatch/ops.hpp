@@ -28,6 +28,9 @@ struct attention_args {
   // position kv_pos[i]. Keys after a query's own position are masked (causal).
   const std::uint16_t* k;
   const std::uint16_t* v;
+  // Elements from one position's values to the next; 0: n_head_kv * head_dim_v (values stored
+  // apart). Latent attention reads its values inside the key rows (a key row's stride).
+  std::int64_t v_stride = 0;
   const std::int32_t* kv_pos;
   std::int64_t n_kv;
   float scale;            // applied to q.k

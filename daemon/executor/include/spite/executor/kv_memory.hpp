@@ -25,6 +25,8 @@ struct kv_layout {
   // step's tokens is shorter than n_ctx keeps only that many cells, as a ring.
   std::vector<std::int32_t> window;
   std::int32_t max_batch = 512;  // tokens of one sequence per step (the rings' slack)
+  // The values are the first v_width elements of each key row (latent attention): kept once.
+  bool value_in_key = false;
 };
 
 class kv_memory : public models::kv_access {

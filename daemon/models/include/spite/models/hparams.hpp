@@ -40,6 +40,9 @@ struct hparams {
   // Per layer: the keys its attention can reach back (sliding window or chunk length; 0: all),
   // so that the KV memory keeps only those.
   std::vector<std::int32_t> kv_window;
+  // The values are the first head_dim_v elements of each key row (latent attention's
+  // compressed KV, [c | k_pe] with V = c): the memory stores them once.
+  bool kv_value_in_key = false;
   float yarn_log_mul = 0.0f;            // rope.scaling.yarn_log_multiplier
   // Set by the architecture, not read from keys: the KV memory kind its forward pass needs (the
   // executor's registry), and per layer the floats of recurrent state a sequence keeps there

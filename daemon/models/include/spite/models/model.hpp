@@ -31,6 +31,7 @@ struct kv_view {
   const std::uint16_t* v = nullptr;  // [head_dim_v, n_head_kv, n]
   const std::int32_t* pos = nullptr;
   std::int64_t n = 0;
+  std::int64_t v_stride = 0;  // elements between positions' values; 0: packed ([head_dim_v, n_head_kv])
 };
 
 // What a forward pass needs of the KV memory (implemented by the executor's memory kinds).

@@ -1,7 +1,8 @@
 // Sliding-window layers in a ring of window + max_batch cells: the models that slide (gemma2,
 // gemma3, gemma4, gpt-oss; llama4's tiny model chunks by 8192, more than a test context) still give the reference engine's logits and greedy
 // tokens when the prompt streams through rings much shorter than it, take a fraction of the
-// memory, and refuse to be cut back past what a ring still holds.
+// memory, and refuse to be cut back past what a ring still holds. Latent attention keeps its
+// latent once (the values are read inside the key rows).
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -126,5 +127,43 @@ TEST_CASE("sliding-window rings: the sliding models keep the golden logits with 
     CHECK_THAT(too_far.err().message, Catch::Contains("sliding-window"));
     CHECK(mem.seq_rm(0, -1, -1).ok());  // the whole sequence always goes
     CHECK(mem.seq_pos_max(0) == -1);
+  }
+}
+
+TEST_CASE("latent attention memory: the latent is stored once, and the golden logits hold", "[executor][kv]") {
+  for (const std::string name : {"tiny-deepseek2.f32.gguf", "tiny-mistral4.f32.gguf"}) {
+    INFO(name);
+    const loaded l = load(name);
+    const executor::context_options options{.n_ctx = 512, .n_threads = 2};
+    executor::kv_layout layout = executor::kv_layout_for(*l.model, options);
+    REQUIRE(layout.value_in_key);
+    auto once = executor::make_kv_memory("contiguous_f16", layout);
+    layout.value_in_key = false;
+    auto twice = executor::make_kv_memory("contiguous_f16", layout);
+    REQUIRE((once.ok() && twice.ok()));
+    std::size_t keys = 0;
+    for (auto w : layout.k_width) keys += static_cast<std::size_t>(w) * 512 * 2;
+    CHECK((*once)->bytes_when_full() == keys);
+    CHECK((*once)->bytes_when_full() < (*twice)->bytes_when_full());
+
+    const auto golden = test::load_json(test::shared_path("golden/logits/" + name + ".json"));
+    const auto& run = golden.at("runs")[2];
+    const auto tokens = run.at("tokens").get<std::vector<std::int32_t>>();
+    auto ctx = executor::context::create(*l.model, options);
+    REQUIRE(ctx.ok());
+    batch b;
+    for (std::size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<std::int32_t>(i), 0, true);
+    auto logits = (*ctx)->decode(b);
+    REQUIRE(logits.ok());
+    const auto n_vocab = static_cast<std::size_t>(l.model->hp().n_vocab);
+    double max_err = 0;
+    for (std::size_t i = 0; i < tokens.size(); ++i) max_err = std::max(max_err, position_error(logits->subspan(i * n_vocab, n_vocab), run.at("positions")[i]));
+    CHECK(max_err <= 1e-3);
+    // And one decode step reading the latent from the key rows.
+    batch next;
+    next.add(run.at("greedy")[0].get<std::int32_t>(), static_cast<std::int32_t>(tokens.size()), 0, true);
+    auto step = (*ctx)->decode(next);
+    REQUIRE(step.ok());
+    CHECK(position_error(*step, run.at("greedy_steps")[0]) <= 1e-3);
   }
 }
