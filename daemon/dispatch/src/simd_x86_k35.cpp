@@ -20,16 +20,18 @@ namespace {
 
 constexpr std::int64_t qkk = gguf::qk_k;
 
-// ---- the scales of one super-block, decoded as the reference unpackers decode them
+// ---- the scales of one super-block, decoded as the reference unpackers decode them (compiled
+// for the kernels' instruction set and inlined there: a call into plain SSE code from AVX-512
+// code pays a state transition per instruction)
 
-void q3_K_scales16(const gguf::block_q3_K& b, std::int16_t* sc) {
+SPITE_AVX2 inline void q3_K_scales16(const gguf::block_q3_K& b, std::int16_t* sc) {
   std::int8_t s8[16];
   q3_K_scales(b.scales, s8);
   for (int j = 0; j < 16; ++j) sc[j] = s8[j];
 }
 
 // Q5_K packs its 8 scales and 8 mins as Q4_K does.
-void q5_K_scales(const gguf::block_q5_K& b, std::int16_t* sc, std::int16_t* mins) {
+SPITE_AVX2 inline void q5_K_scales(const gguf::block_q5_K& b, std::int16_t* sc, std::int16_t* mins) {
   std::uint32_t packed[4];
   scales_mins_k4(b.scales, packed);
   std::uint8_t bytes[16];
@@ -121,7 +123,7 @@ SPITE_AVX2 void unpack_row(const Block* w, std::int64_t nb, k_row& r) {
 }
 
 // The Q5_K mins term of one super-block: sum_j min_j * (bsum[2j] + bsum[2j+1]).
-inline std::int32_t mins_sum(const std::int16_t* mins, const gguf::block_q8_K& x) {
+SPITE_AVX2 inline std::int32_t mins_sum(const std::int16_t* mins, const gguf::block_q8_K& x) {
   std::int32_t isum = 0;
   for (int j = 0; j < 8; ++j) isum += mins[j] * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
   return isum;
