@@ -74,6 +74,26 @@ SPITE_AVX2 inline __m256i quants5(const Block& b) {
   return _mm256_or_si256(nibbles32(b.qs), _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10)));
 }
 
+// The 8 int32 lanes of one super-block of an unpacked K-quant row for K activation rows:
+// unsigned quants q (256) times the activations, int16 pair sums times the group's scales
+// (16 int16 per 32-element group), lane L collecting elements 4L..4L+3 of every group. With
+// Offset4 the quants are q + 4 and 4 x comes off each pair sum (Q3_K's signed quants).
+template <int K, bool Offset4 = false>
+SPITE_AVX2 inline void super_block_lanes(const std::uint8_t* q, const std::int16_t* scales, const gguf::block_q8_K* const* x,
+                                         __m256i* lanes) {
+  for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+  for (int g = 0; g < 8; ++g) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * g));
+    for (int k = 0; k < K; ++k) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->qs + 32 * g));
+      __m256i pairs = _mm256_maddubs_epi16(v, xv);
+      if constexpr (Offset4) pairs = _mm256_sub_epi16(pairs, _mm256_maddubs_epi16(_mm256_set1_epi8(4), xv));
+      lanes[k] = _mm256_add_epi32(lanes[k], _mm256_madd_epi16(pairs, s));
+    }
+  }
+}
+
 // rows4(o) for each group of 4 output rows from o, rows1(o) for each row of a last partial
 // group; the groups are split over the pool.
 template <class Rows4, class Rows1>

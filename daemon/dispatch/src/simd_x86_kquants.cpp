@@ -318,15 +318,9 @@ SPITE_AVX2 void q6_K_dot(const q6_K_row& r, const gguf::block_q8_K* xq, std::int
   for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     __m256i lanes[K];
-    for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
-    for (int g = 0; g < 8; ++g) {
-      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.q.data() + b * qkk + 32 * g));
-      const __m256i scales = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.scales.data() + 16 * (8 * b + g)));
-      for (int k = 0; k < K; ++k) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
-        lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(qv, xv, scales));
-      }
-    }
+    const gguf::block_q8_K* xs[K];
+    for (int k = 0; k < K; ++k) xs[k] = &xq[(t0 + k) * nb + b];
+    super_block_lanes<K>(r.q.data() + b * qkk, r.scales.data() + 16 * 8 * b, xs, lanes);
     for (int k = 0; k < K; ++k) {
       const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
       // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
