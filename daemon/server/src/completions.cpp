@@ -10,6 +10,7 @@
 
 #include "spite/grammar/json_schema.hpp"
 #include "spite/server/openai.hpp"
+#include "spite/server/harmony.hpp"
 #include "spite/server/tools.hpp"
 
 namespace spite::server {
@@ -176,6 +177,8 @@ struct choice_state {
   clock_type::time_point last_token{};
   std::string raw;  // tool mode without streaming: the whole answer, parsed at the end
   std::optional<tool_call_stream> tool_stream;  // tool mode, streaming
+  std::optional<harmony_stream> harmony;        // gpt-oss: its channels split as they stream
+  std::string reasoning;                        // gpt-oss: the analysis channel (non-streaming answer)
   json logprobs = json::array();          // every token's entry (non-streaming answer)
   json pending_logprobs = json::array();  // entries not yet sent with a chunk
   json tool_calls;                         // the calls found, when the choice made any
@@ -187,6 +190,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   std::string endpoint;
   bool chat = true, stream = false, include_usage = false, want_logprobs = false;
   bool tool_mode = false;
+  bool harmony = false;  // the model answers in gpt-oss's harmony channels
   bool echo_logprobs = false;  // completions: echo with logprobs gives the prompt's own too
   tool_format tools_format = tool_format::generic;
   std::string id, model, echo_prefix;
@@ -261,6 +265,11 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
   // held until it is clear.
   void emit(std::size_t i, const std::string& text) {
     choice_state& c = choices[i];
+    if (harmony) {
+      if (!c.harmony) c.harmony.emplace();
+      emit_harmony(i, c.harmony->feed(text));
+      return;
+    }
     if (tool_mode && !stream) {
       // The whole answer is parsed at the end, so a call after some text (a thinking block, a
       // sentence) is found too.
@@ -274,6 +283,25 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
       return;
     }
     emit_text(i, text);
+  }
+
+  void emit_harmony(std::size_t i, const harmony_stream::delta& d) {
+    if (!d.reasoning.empty()) emit_reasoning(i, d.reasoning);
+    if (!d.content.empty()) emit_text(i, d.content);
+  }
+
+  // The model's reasoning: `reasoning_content` of the message, or of a delta.
+  void emit_reasoning(std::size_t i, const std::string& text) {
+    choice_state& c = choices[i];
+    if (!stream) {
+      c.reasoning += text;
+      return;
+    }
+    if (!c.role_sent) emit_text(i, "");  // the role chunk first
+    json ch = chunk_base();
+    ch["choices"] = json::array({{{"index", i}, {"delta", {{"reasoning_content", text}}}, {"logprobs", nullptr},
+                                  {"finish_reason", nullptr}}});
+    send_chunk(std::move(ch));
   }
 
   // The OpenAI tool_calls of a finished choice.
@@ -375,7 +403,11 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
       if (!c.stopped) emit(i, c.held);
       c.held.clear();
       c.finish_reason = c.stopped ? "stop" : o.stop_reason == "length" ? "length" : "stop";
-      if (tool_mode) {
+      if (c.harmony) {
+        // Its content went out as it came; a call is a message of its own in the raw text.
+        emit_harmony(i, c.harmony->finish());
+        if (tool_mode) c.raw = c.harmony->raw();
+      } else if (tool_mode) {
         if (c.tool_stream) {
           auto rest = c.tool_stream->finish();
           if (!rest.content.empty()) emit_text(i, rest.content);
@@ -388,7 +420,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
         if (calls) {
           c.finish_reason = "tool_calls";
           c.tool_calls = tool_calls_json(*calls);
-          if (!content.empty()) emit_text(i, content);
+          if (!content.empty() && !c.harmony) emit_text(i, content);
           if (stream) {
             if (chat && !c.role_sent) emit_text(i, "");
             for (const auto& call : c.tool_calls) {
@@ -406,8 +438,8 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
               send_chunk(std::move(ch));
             }
           }
-        } else {
-          emit_text(i, tools_format == tool_format::gpt_oss ? plain_content(tools_format, c.raw) : c.raw);
+        } else if (!c.harmony) {
+          emit_text(i, c.raw);
         }
         c.raw.clear();
       }
@@ -469,6 +501,7 @@ struct completion_job : std::enable_shared_from_this<completion_job> {
       const choice_state& c = choices[i];
       if (chat) {
         json message{{"role", "assistant"}, {"content", c.text}};
+        if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
         if (!c.tool_calls.is_null()) {
           if (c.text.empty()) message["content"] = nullptr;
           message["tool_calls"] = c.tool_calls;
@@ -630,8 +663,7 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
       }
       job->tool_mode = true;
       job->tools_format = detect_tool_format(*source);
-      // gpt-oss writes its channels and calls with special tokens: the text must show them.
-      in.render_special = job->tools_format == tool_format::gpt_oss;
+      job->harmony = job->tools_format == tool_format::gpt_oss;
       if (tool_choice == "required" || tool_choice == "named") {
         if (sp.grammar) throw bad_request{"a forced tool call cannot be combined with response_format or grammar", "tool_choice"};
         std::vector<tool_spec> allowed;
@@ -645,6 +677,13 @@ void openai_api::completions(const http_request& r, std::shared_ptr<http_respond
         sp.grammar = std::move(*g);
       }
     }
+    if (chat && !job->tool_mode) {
+      // gpt-oss answers in channels whatever the request; an unknown model fails later, with 404.
+      auto source = backend_->chat_template(job->model);
+      job->harmony = source && detect_tool_format(*source) == tool_format::gpt_oss;
+    }
+    // gpt-oss writes its channels and calls with special tokens: the text must show them.
+    in.render_special = job->harmony;
     job->stop = stop_strings(body);
     if (chat) {
       if (!body.contains("messages")) throw bad_request{"messages is required", "messages"};

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "spite/grammar/json_schema.hpp"
+#include "spite/server/harmony.hpp"
 
 namespace spite::server {
 using nlohmann::json;
@@ -370,24 +371,9 @@ std::string_view tool_call_marker(tool_format format) {
 
 std::string plain_content(tool_format format, std::string_view text) {
   if (format != tool_format::gpt_oss || text.find(oss_message) == std::string_view::npos) return std::string(trim(text));
-  // Harmony: <|start|>assistant<|channel|>NAME[ to=...]<|message|>BODY<|end|> per message; the
-  // answer is what the final channel says (analysis is the model's reasoning, commentary its
-  // preambles and calls).
-  std::string out;
-  std::size_t pos = 0;
-  while (true) {
-    const auto msg = text.find(oss_message, pos);
-    if (msg == std::string_view::npos) break;
-    const auto header_start = text.rfind("<|channel|>", msg);
-    const std::string_view header =
-        header_start == std::string_view::npos || header_start < pos ? std::string_view{} : text.substr(header_start, msg - header_start);
-    const std::size_t body = msg + oss_message.size();
-    std::size_t end = text.size();
-    for (std::string_view stop : {"<|end|>", "<|return|>", "<|call|>", "<|start|>"}) end = std::min(end, text.find(stop, body));
-    if (header.find("final") != std::string_view::npos) out += text.substr(body, end - body);
-    pos = end;
-  }
-  return std::string(trim(out));
+  harmony_stream h;
+  const std::string content = h.feed(text).content + h.finish().content;
+  return std::string(trim(content));
 }
 
 std::string tool_call_stream::feed(std::string_view text) {
