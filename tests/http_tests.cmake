@@ -28,7 +28,7 @@ set_tests_properties(openai_node_client PROPERTIES
 # prompts and fill-in-the-middle suffixes.
 spite_add_daemon_test(test_http_features
   SOURCES e2e/http_features_test.cpp e2e/http_prompts_test.cpp support/http_client.cpp
-  DEPS nlohmann_json::nlohmann_json)
+  DEPS nlohmann_json::nlohmann_json spite::gguf)
 
 # The API and `spitectl run` on a MoE (tiny-qwen3moe) and an MLA (tiny-deepseek2) model: golden
 # greedy completions, embeddings and streamed chat.

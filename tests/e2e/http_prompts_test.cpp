@@ -8,6 +8,8 @@
 
 #include "http_api_support.hpp"
 #include "models_daemon.hpp"
+#include "spite/gguf/file.hpp"
+#include "spite/gguf/writer.hpp"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -97,4 +99,59 @@ TEST_CASE("completions: suffix frames the prompt with the model's fill-in-the-mi
   const auto not_text = c.post("/v1/completions", {{"model", "coder"}, {"prompt", "x"}, {"suffix", 3}});
   CHECK(not_text.status == 400);
   CHECK(error_of(not_text).at("param") == "suffix");
+}
+
+namespace {
+
+// A copy of `source` whose chat template is a harmony one (gpt-oss's channel format).
+void copy_with_harmony_template(const std::string& source, const std::string& target) {
+  auto f = spite::gguf::file::open(source);
+  REQUIRE(f.ok());
+  spite::gguf::writer w;
+  for (const auto& e : f->meta().entries()) w.set(std::string(e.key), e.val);
+  w.set("tokenizer.chat_template",
+        spite::gguf::value::string(std::string("{# harmony: <|channel|> ... <|call|> #}{% for m in messages %}<|start|>{{ m.role }}"
+                                       "<|message|>{{ m.content }}<|end|>{% endfor %}{% if add_generation_prompt %}"
+                                       "<|start|>assistant{% endif %}")));
+  for (const auto& t : f->tensors()) {
+    REQUIRE(w.add_tensor(std::string(t.name), t.type, std::span(t.ne.data(), static_cast<std::size_t>(t.n_dims)), t.bytes()).ok());
+  }
+  REQUIRE(w.write_file(target).ok());
+}
+
+}  // namespace
+
+TEST_CASE("chat with a harmony (gpt-oss) template: final channel as content, analysis as reasoning_content") {
+  temp_dir dir;
+  const std::string model = (dir / "harmony.gguf").string();
+  copy_with_harmony_template(api::model_path("models/stories260K.gguf"), model);
+  models_daemon d({"harmony=" + model});
+  http_client c(d.port, "127.0.0.1", 120s);
+  // The grammar makes even this tiny model answer in channels.
+  const std::string answer = "<|channel|>analysis<|message|>A greeting.<|end|><|start|>assistant<|channel|>final<|message|>Hi there";
+  std::string gbnf = "root ::= \"";
+  for (char ch : answer) gbnf += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+  gbnf += "\"";
+  const json body = {{"model", "harmony"}, {"messages", {{{"role", "user"}, {"content", "Hello"}}}}, {"max_tokens", 200},
+                     {"temperature", 0}, {"grammar", gbnf}};
+  const json plain = post_ok(c, "/v1/chat/completions", body);
+  const json& message = plain["choices"][0].at("message");
+  CHECK(message.at("content") == "Hi there");
+  CHECK(message.at("reasoning_content") == "A greeting.");
+
+  json sbody = body;
+  sbody["stream"] = true;
+  const auto s = api::stream_post(c, "/v1/chat/completions", sbody);
+  REQUIRE(s.status == 200);
+  CHECK(s.done);
+  std::string content, reasoning;
+  for (const json& ch : s.chunks) {
+    for (const auto& choice : ch.at("choices")) {
+      const json& delta = choice.at("delta");
+      if (delta.contains("content") && delta["content"].is_string()) content += delta["content"].get<std::string>();
+      if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+    }
+  }
+  CHECK(content == "Hi there");
+  CHECK(reasoning == "A greeting.");
 }
