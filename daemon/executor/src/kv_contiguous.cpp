@@ -103,8 +103,9 @@ class contiguous_f16 final : public kv_memory {
     const auto l = static_cast<std::size_t>(layer);
     const std::uint16_t* v = layout_.value_in_key ? s.k[l].data() : s.v[l].data();
     const std::int64_t v_stride = layout_.value_in_key ? layout_.k_width[l] : 0;
-    if (!s.cell_pos[l].empty()) return {s.k[l].data(), v, s.cell_pos[l].data(), s.used[l], v_stride};
-    return {s.k[l].data(), v, positions_.data(), s.length, v_stride};
+    const std::int64_t k_stride = layout_.k_width[l];
+    if (!s.cell_pos[l].empty()) return {s.k[l].data(), v, s.cell_pos[l].data(), s.used[l], v_stride, k_stride};
+    return {s.k[l].data(), v, positions_.data(), s.length, v_stride, k_stride};
   }
 
   result<void> seq_rm(std::int32_t seq, std::int32_t p0, std::int32_t p1) override {

@@ -31,13 +31,14 @@ void apply_temperature(forward_context& ctx, const decoder_config& c, float* q, 
 }
 
 void attend(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer, float scale, const float* q,
-            const float* k, const float* v, std::int64_t D, std::int64_t Dv, float* out) {
+            const float* k, const float* v, std::int64_t D, std::int64_t Dv, float* out, const attend_extras& extras) {
   const std::int64_t n = static_cast<std::int64_t>(ctx.batch.tokens.size());
   const std::int64_t H = l.n_head, Hkv = l.n_head_kv;
+  const std::int64_t k_row = extras.k_row > 0 ? extras.k_row : Hkv * D;
   if (l.kv_layer >= 0) {
     layer = l.kv_layer;  // attends over another layer's keys and values, stores none
   } else {
-    for (std::int64_t t = 0; t < n; ++t) ctx.kv.store(layer, t, k + t * Hkv * D, v + t * Hkv * Dv);
+    for (std::int64_t t = 0; t < n; ++t) ctx.kv.store(layer, t, k + t * k_row, v + t * Hkv * Dv);
   }
 
   // One attention call per sequence in the batch.
@@ -53,6 +54,8 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
       qpos[static_cast<std::size_t>(i)] = ctx.batch.pos[static_cast<std::size_t>(t)];
     }
     const kv_view view = ctx.kv.view(layer, seq);
+    std::vector<std::uint8_t> allowed;
+    if (extras.select) extras.select(seq, rows, view, allowed);
     dispatch::attention_args a{};
     a.q = qs.data();
     a.out = os.data();
@@ -65,6 +68,8 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
     a.k = view.k;
     a.v = view.v;
     a.v_stride = view.v_stride;
+    a.k_stride = view.k_stride;
+    a.key_allowed = allowed.empty() ? nullptr : allowed.data();
     a.kv_pos = view.pos;
     a.n_kv = view.n;
     a.scale = scale;

@@ -5,12 +5,16 @@
 // decoder_config.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "weights.hpp"
 
 namespace spite::models {
+
+struct dsa_indexer;
 
 // Multi-head latent attention (DeepSeek-2 style, with k_b / v_b absorbed): q from a low-rank
 // projection, one compressed KV head [c | k_pe] of width kv_lora + R shared by all heads.
@@ -23,6 +27,20 @@ struct mla_layer {
   const gguf::tensor_info* k_b = nullptr;  // {Dk - R, kv_lora, H}
   const gguf::tensor_info* v_b = nullptr;  // {kv_lora, Dv, H}
   std::int64_t kv_lora = 0, rope_dim = 0, nope_dim = 0, v_dim = 0;
+  std::shared_ptr<const dsa_indexer> indexer;  // set: sparse attention chosen by this layer's indexer
+  bool reuses_selection = false;  // sparse attention chosen by the last layer with an indexer
+};
+
+// DeepSeek sparse attention's lightning indexer (GLM-5): a few ReLU heads score every cached
+// position, and each query attends only to the top_k best. Its keys are stored after the
+// attention key in the same KV row.
+struct dsa_indexer {
+  linear q_b;                           // {q_lora, Hi*Di}, per head [pe(R) | nope]
+  linear k;                             // {E, Di}, [pe(R) | nope]
+  std::vector<float> k_norm, k_norm_b;  // [Di] LayerNorm of k (eps 0)
+  linear proj;                          // {E, Hi} per-head weights of the scores
+  std::vector<float> hadamard;          // [Di, Di] orthonormal Walsh-Hadamard rotation of q and k
+  std::int64_t n_head = 0, head_dim = 0, top_k = 0;
 };
 
 // Gated DeltaNet (linear attention with a recurrent state, Qwen3.5): a short causal depthwise
@@ -138,10 +156,18 @@ bool apply_rope(forward_context& ctx, const rope_params& rope, const float* freq
                 std::int64_t head_dim);
 // q [width, n] *= the position temperature of each batch token (decoder_config)
 void apply_temperature(forward_context& ctx, const decoder_config& c, float* q, std::int64_t width);
-// Stores k [D, Hkv, n] / v [Dv, Hkv, n] of the batch in the layer's KV memory, then attends the
+// Chooses which cached keys each query may attend (sparse attention): `allowed` [rows, view.n],
+// 0 masks the key; left empty, the queries attend to everything the causal mask lets through.
+using key_selector = std::function<void(std::int32_t seq, const std::vector<std::int64_t>& rows, const kv_view& view,
+                                        std::vector<std::uint8_t>& allowed)>;
+struct attend_extras {
+  std::int64_t k_row = 0;  // width of a stored key row when it is more than Hkv * D (0: Hkv * D)
+  key_selector select;
+};
+// Stores k [k_row, n] / v [Dv, Hkv, n] of the batch in the layer's KV memory, then attends the
 // queries q [D, H, n] of each sequence over what it holds: out [Dv, H, n].
 void attend(forward_context& ctx, const attention_layer& l, const decoder_config& c, int layer, float scale, const float* q,
-            const float* k, const float* v, std::int64_t D, std::int64_t Dv, float* out);
+            const float* k, const float* v, std::int64_t D, std::int64_t Dv, float* out, const attend_extras& extras = {});
 // Gated DeltaNet mixer of `layer` (state in ctx.kv.state(layer, seq)): out [E, n].
 void delta_net_block(forward_context& ctx, const delta_net_layer& l, float eps, int layer, const float* in, float* out);
 // `router_in`: what the router sees when it is not `in` (gemma4).

@@ -9,7 +9,7 @@
 
 namespace spite::models {
 
-result<std::unique_ptr<decoder_model>> load_deepseek2(const gguf::file& f) {
+result<std::unique_ptr<decoder_model>> load_deepseek2(const gguf::file& f, const deepseek2_options& options) {
   auto hp = load_common_hparams(f.meta());
   if (!hp) return std::move(hp).err();
   const key_reader r(f.meta(), hp->arch);
@@ -21,7 +21,7 @@ result<std::unique_ptr<decoder_model>> load_deepseek2(const gguf::file& f) {
   auto value_mla = r.optional_int("attention.value_length_mla", hp->head_dim_v, 1, big);
   auto n_shared = r.required_int("expert_shared_count", 0, 4096);
   auto leading = r.optional_int("leading_dense_block_count", 0, 0, hp->n_layer);
-  auto gating = r.optional_int("expert_gating_func", 1, 1, 2);
+  auto gating = r.optional_int("expert_gating_func", options.default_gating, 1, 2);
   auto groups = r.optional_int("expert_group_count", 0, 0, big);
   auto groups_used = r.optional_int("expert_group_used_count", 0, 0, big);
   for (const auto* v : {&kv_lora, &q_lora, &key_mla, &value_mla, &n_shared, &leading, &gating, &groups, &groups_used}) {
@@ -37,12 +37,13 @@ result<std::unique_ptr<decoder_model>> load_deepseek2(const gguf::file& f) {
   hp->kv_value_in_key = true;  // K = [c | k_pe], V = c
   hp->n_ff_shexp = hp->n_ff_exp * *n_shared;
   // The converter stores 0.1 * mscale_all_dim as the YaRN log multiplier.
-  const float log_mul = hp->yarn_log_mul / 0.1f;
+  const float log_mul = options.yarn_log_multiplier ? hp->yarn_log_mul / 0.1f : 0.0f;
   if (hp->rope.ext_factor != 0.0f) {
-    const float mscale = log_mul != 1.0f ? log_mul : 1.0f;
+    const float mscale = log_mul != 1.0f && options.yarn_log_multiplier ? log_mul : 1.0f;
     hp->rope.attn_factor =
         yarn_attn_factor(hp->rope.freq_scale, log_mul, mscale, r.optional_float("rope.scaling.attn_factor", 1.0f));
   }
+  if (options.adjust) SPITE_TRY(options.adjust(*hp));
   const std::int64_t n_leading = *leading;
   auto m = decoder_model::bind(f, std::move(*hp), {.fused_qkv_allowed = false, .shared_expert = true, .mla = &dims,
                                                    .moe_layer = [n_leading](int il) { return il >= n_leading; }});

@@ -3,7 +3,7 @@
 // each head's output goes back through v_b before the output projection.
 #include <algorithm>
 
-#include "decoder.hpp"
+#include "dsa_indexer.hpp"
 
 namespace spite::models {
 namespace {
@@ -33,11 +33,13 @@ void mla_attention_block(forward_context& ctx, const attention_layer& l, const d
   const std::int64_t H = l.n_head, C = m.kv_lora, R = m.rope_dim, Dn = m.nope_dim, Dk = Dn + R, Dv = m.v_dim;
   // q [Dk, H, n]
   std::vector<float> q(static_cast<std::size_t>(n * H * Dk));
+  indexer_batch ix;
   if (!m.q_a.empty()) {
     const std::int64_t rank = m.q_a.w.out;
     std::vector<float> qa(static_cast<std::size_t>(n * rank));
     m.q_a.apply(ctx, in, n, qa.data());
     ctx.ops.rms_norm(qa.data(), m.q_a_norm.data(), qa.data(), rank, n, c.rms_eps);
+    if (m.indexer) ix = run_indexer(ctx, *m.indexer, l.rope, rope_freqs, qa.data(), in);
     m.q_b.apply(ctx, qa.data(), n, q.data());
   } else {
     m.q.apply(ctx, in, n, q.data());
@@ -65,19 +67,35 @@ void mla_attention_block(forward_context& ctx, const attention_layer& l, const d
   std::vector<float> q_abs(static_cast<std::size_t>(n * H * C));
   per_head(ctx, *m.k_b, q_nope.data(), H, n, true, q_abs.data());
   const std::int64_t D = C + R;
-  std::vector<float> qf(static_cast<std::size_t>(n * H * D)), kf(static_cast<std::size_t>(n * D));
+  // A KV row is [c | k_pe], followed by the indexer's key when the layer has an indexer.
+  const std::int64_t Di = m.indexer ? m.indexer->head_dim : 0, row = D + Di;
+  std::vector<float> qf(static_cast<std::size_t>(n * H * D)), kf(static_cast<std::size_t>(n * row));
   for (std::int64_t t = 0; t < n; ++t) {
     for (std::int64_t h = 0; h < H; ++h) {
       float* dst = qf.data() + (t * H + h) * D;
       std::copy_n(q_abs.data() + (t * H + h) * C, C, dst);
       std::copy_n(q_pe.data() + (t * H + h) * R, R, dst + C);
     }
-    std::copy_n(latent.data() + t * C, C, kf.data() + t * D);
-    std::copy_n(k_pe.data() + t * R, R, kf.data() + t * D + C);
+    std::copy_n(latent.data() + t * C, C, kf.data() + t * row);
+    std::copy_n(k_pe.data() + t * R, R, kf.data() + t * row + C);
+    if (Di > 0) std::copy_n(ix.k.data() + t * Di, Di, kf.data() + t * row + D);
   }
   if (l.temperature) apply_temperature(ctx, c, qf.data(), H * D);
   std::vector<float> o(static_cast<std::size_t>(n * H * C)), ov(static_cast<std::size_t>(n * H * Dv));
-  attend(ctx, l, c, layer, c.kq_scale, qf.data(), kf.data(), latent.data(), D, C, o.data());
+  attend_extras extras;
+  extras.k_row = row;
+  if (m.indexer) {
+    extras.select = [&](std::int32_t seq, const std::vector<std::int64_t>& rows, const kv_view& view, std::vector<std::uint8_t>& allowed) {
+      select_keys(*m.indexer, ix, ctx, rows, view, D, allowed);
+      ctx.key_selection[seq] = allowed;
+    };
+  } else if (m.reuses_selection) {
+    extras.select = [&](std::int32_t seq, const std::vector<std::int64_t>& rows, const kv_view& view, std::vector<std::uint8_t>& allowed) {
+      const auto it = ctx.key_selection.find(seq);
+      if (it != ctx.key_selection.end() && it->second.size() == rows.size() * static_cast<std::size_t>(view.n)) allowed = it->second;
+    };
+  }
+  attend(ctx, l, c, layer, c.kq_scale, qf.data(), kf.data(), latent.data(), D, C, o.data(), extras);
   per_head(ctx, *m.v_b, o.data(), H, n, false, ov.data());
   l.o.apply(ctx, ov.data(), n, out);
 }

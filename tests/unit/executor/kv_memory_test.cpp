@@ -2,7 +2,8 @@
 // gemma3, gemma4, gpt-oss; llama4's tiny model chunks by 8192, more than a test context) still give the reference engine's logits and greedy
 // tokens when the prompt streams through rings much shorter than it, take a fraction of the
 // memory, and refuse to be cut back past what a ring still holds. Latent attention keeps its
-// latent once (the values are read inside the key rows).
+// latent once (the values are read inside the key rows); sparse attention (GLM-5) keeps its
+// indexer keys in the same rows.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -165,5 +166,59 @@ TEST_CASE("latent attention memory: the latent is stored once, and the golden lo
     auto step = (*ctx)->decode(next);
     REQUIRE(step.ok());
     CHECK(position_error(*step, run.at("greedy_steps")[0]) <= 1e-3);
+  }
+}
+
+TEST_CASE("sparse attention: the indexer's keys ride in the KV rows, and pieces and mixed batches keep the golden logits",
+          "[executor][kv]") {
+  const loaded l = load("tiny-glm-dsa.f32.gguf");
+  const executor::context_options options{.n_ctx = 512, .n_threads = 2};
+  const executor::kv_layout layout = executor::kv_layout_for(*l.model, options);
+  // Layer 0 has the indexer (its 64-wide key after [c | k_pe] = 64 + 32); layer 1 reuses its choice.
+  REQUIRE(layout.k_width == std::vector<std::int64_t>{96 + 64, 96});
+  REQUIRE(layout.value_in_key);
+
+  const auto golden = test::load_json(test::shared_path("golden/logits/tiny-glm-dsa.f32.gguf.json"));
+  const auto n_vocab = static_cast<std::size_t>(l.model->hp().n_vocab);
+  // The long prompt in pieces of 7: every query ranks keys stored by earlier steps (the indexer
+  // keeps 8, so from position 8 on most keys are masked).
+  {
+    const auto& run = golden.at("runs")[2];
+    const auto tokens = run.at("tokens").get<std::vector<std::int32_t>>();
+    auto ctx = executor::context::create(*l.model, options);
+    REQUIRE(ctx.ok());
+    double max_err = 0;
+    for (std::size_t start = 0; start < tokens.size(); start += 7) {
+      const std::size_t end = std::min(tokens.size(), start + 7);
+      batch b;
+      for (std::size_t i = start; i < end; ++i) b.add(tokens[i], static_cast<std::int32_t>(i), 0, true);
+      auto logits = (*ctx)->decode(b);
+      REQUIRE(logits.ok());
+      for (std::size_t i = start; i < end; ++i) {
+        max_err = std::max(max_err, position_error(logits->subspan((i - start) * n_vocab, n_vocab), run.at("positions")[i]));
+      }
+    }
+    CHECK(max_err <= 1e-3);
+  }
+  // Two prompts in one batch: each sequence's queries choose among its own keys only.
+  {
+    const auto a = golden.at("runs")[1].at("tokens").get<std::vector<std::int32_t>>();
+    const auto b_tokens = golden.at("runs")[2].at("tokens").get<std::vector<std::int32_t>>();
+    auto ctx = executor::context::create(*l.model, {.n_ctx = 512, .n_threads = 2, .n_seq_max = 2});
+    REQUIRE(ctx.ok());
+    batch b;
+    for (std::size_t i = 0; i < b_tokens.size(); ++i) {
+      b.add(b_tokens[i], static_cast<std::int32_t>(i), 1, true);
+      if (i < a.size()) b.add(a[i], static_cast<std::int32_t>(i), 0, true);
+    }
+    auto logits = (*ctx)->decode(b);
+    REQUIRE(logits.ok());
+    double max_err = 0;
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < b_tokens.size(); ++i) {
+      max_err = std::max(max_err, position_error(logits->subspan(row++ * n_vocab, n_vocab), golden.at("runs")[2].at("positions")[i]));
+      if (i < a.size()) max_err = std::max(max_err, position_error(logits->subspan(row++ * n_vocab, n_vocab), golden.at("runs")[1].at("positions")[i]));
+    }
+    CHECK(max_err <= 1e-3);
   }
 }

@@ -31,12 +31,17 @@ struct attention_args {
   // Elements from one position's values to the next; 0: n_head_kv * head_dim_v (values stored
   // apart). Latent attention reads its values inside the key rows (a key row's stride).
   std::int64_t v_stride = 0;
+  // Elements from one position's keys to the next; 0: n_head_kv * head_dim (rows may carry more,
+  // such as a sparse-attention indexer's key after the attention key).
+  std::int64_t k_stride = 0;
   const std::int32_t* kv_pos;
   std::int64_t n_kv;
   float scale;            // applied to q.k
   float softcap = 0.0f;   // > 0: scores become softcap * tanh(score * (1 / softcap)) before scaling
   const float* sinks = nullptr;  // [H] extra logit per head, in the softmax denominator only
   attention_mask mask;
+  // [n_tokens, n_kv] or null: 0 masks key i for query t as well (sparse attention's selection).
+  const std::uint8_t* key_allowed = nullptr;
 };
 
 struct rope_args {

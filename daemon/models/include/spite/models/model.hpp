@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,6 +33,7 @@ struct kv_view {
   const std::int32_t* pos = nullptr;
   std::int64_t n = 0;
   std::int64_t v_stride = 0;  // elements between positions' values; 0: packed ([head_dim_v, n_head_kv])
+  std::int64_t k_stride = 0;  // elements between positions' keys; 0: packed ([head_dim, n_head_kv])
 };
 
 // What a forward pass needs of the KV memory (implemented by the executor's memory kinds).
@@ -74,6 +76,9 @@ struct forward_context {
   float* logits;                     // [n_vocab, batch.outputs.size()]
   const lora_set* loras = nullptr;   // optional
   float* hidden = nullptr;           // optional [n_embd, batch.tokens.size()]: final-normed states (embeddings)
+  // Sparse attention's last choice of keys per sequence ([queries, cached keys], 1 = attend),
+  // for the later layers that reuse it (GLM-5's shared indexers).
+  std::map<std::int32_t, std::vector<std::uint8_t>> key_selection;
 };
 
 struct load_options {

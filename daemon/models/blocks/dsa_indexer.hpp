@@ -1,0 +1,25 @@
+// DeepSeek sparse attention's lightning indexer (blocks/dsa_indexer.cpp).
+#pragma once
+
+#include "decoder.hpp"
+
+namespace spite::models {
+
+// The indexer's view of one batch: rotated queries [Di, Hi, n] (f16-rounded), keys [Di, n] to
+// store, per-head weights [Hi, n] (already divided by sqrt(Di Hi)).
+struct indexer_batch {
+  std::vector<float> q, k, w;
+};
+
+// The orthonormal n x n Walsh-Hadamard matrix (n a power of two).
+std::vector<float> walsh_hadamard(std::int64_t n);
+
+indexer_batch run_indexer(forward_context& ctx, const dsa_indexer& ix, const rope_params& rope, const float* rope_freqs,
+                          const float* q_low_rank, const float* in);
+
+// For the batch rows `rows` of one sequence: which of its cached keys (indexer keys at
+// `key_offset` in each KV row) each may attend: the top_k by score among the causal ones.
+void select_keys(const dsa_indexer& ix, const indexer_batch& b, const forward_context& ctx, const std::vector<std::int64_t>& rows,
+                 const kv_view& view, std::int64_t key_offset, std::vector<std::uint8_t>& allowed);
+
+}  // namespace spite::models
