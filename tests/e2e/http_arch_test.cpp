@@ -1,7 +1,9 @@
 // The OpenAI API and `spitectl run` on the newer architectures: a MoE model (tiny-qwen3moe:
 // softmax routing over 3 experts, top-2), an MLA model (tiny-deepseek2: multi-head latent
-// attention, group-limited MoE routing) and a hybrid (tiny-qwen35: gated DeltaNet layers with a
-// recurrent state beside gated attention) give the reference engine's greedy continuation at
+// attention, group-limited MoE routing), a hybrid (tiny-qwen35: gated DeltaNet layers with a
+// recurrent state beside gated attention), a sparse-attention model (tiny-glm-dsa: MLA whose keys
+// a lightning indexer picks) and DeepSeek-V4 (tiny-deepseek4: hyper-connections, window plus
+// compressed keys, hash-routed experts) give the reference engine's greedy continuation at
 // temperature 0 through /v1/completions and through `spitectl run --local`, and a streamed chat
 // completion on each gives the same text as the plain one.
 //
@@ -33,7 +35,8 @@ struct arch_model {
   const char* file;  // under models/tiny/ (its golden logits: golden/logits/<file>.json)
 };
 constexpr arch_model arch_models[] = {
-    {"moe", "tiny-qwen3moe.f32.gguf"}, {"mla", "tiny-deepseek2.f32.gguf"}, {"hybrid", "tiny-qwen35.f32.gguf"}};
+    {"moe", "tiny-qwen3moe.f32.gguf"},  {"mla", "tiny-deepseek2.f32.gguf"},  {"hybrid", "tiny-qwen35.f32.gguf"},
+    {"dsa", "tiny-glm-dsa.f32.gguf"},   {"dsv4", "tiny-deepseek4.f32.gguf"}};
 
 fs::path model_file(const arch_model& m) { return fs::absolute(shared_path(std::string("models/tiny/") + m.file)); }
 json golden_of(const arch_model& m) { return load_json(shared_path(std::string("golden/logits/") + m.file + ".json")); }
@@ -44,7 +47,7 @@ std::string from_hex(const std::string& hex) {
   return out;
 }
 
-// spited with both models preloaded, on a free port.
+// spited with every model above preloaded, on a free port.
 struct arch_daemon : models_daemon {
   arch_daemon() : models_daemon(model_specs()) {}
   static std::vector<std::string> model_specs() {
@@ -56,7 +59,7 @@ struct arch_daemon : models_daemon {
 
 }  // namespace
 
-TEST_CASE("MoE, MLA and hybrid models through the OpenAI API: golden greedy completions and a streamed chat", "[e2e][http]") {
+TEST_CASE("MoE, MLA, hybrid, sparse-attention and DeepSeek-V4 models through the OpenAI API: golden greedy completions and a streamed chat", "[e2e][http]") {
   arch_daemon d;
   http_client c(d.port);
 
@@ -141,7 +144,7 @@ TEST_CASE("MoE, MLA and hybrid models through the OpenAI API: golden greedy comp
   }
 }
 
-TEST_CASE("spitectl run --local prints the golden greedy text of MoE and MLA models", "[e2e][run]") {
+TEST_CASE("spitectl run --local prints the golden greedy text of the newer architectures", "[e2e][run]") {
   for (const auto& m : arch_models) {
     const json golden = golden_of(m);
     for (const auto& run : golden.at("runs")) {

@@ -96,6 +96,11 @@ struct ffn_layer {
   linear shared_gate, shared_up, shared_down;      // shared expert (optional)
   linear shared_router;                            // {E, 1}: per-token gate of the shared expert
   std::vector<float> down_exps_scale;              // [X] multiplies each expert's output (optional)
+  // Hash routing (DeepSeek-V4's first layers): the experts of token id v are
+  // fixed_experts[v K .. v K + K) instead of the router's top K; the router still weights them.
+  std::vector<std::int32_t> fixed_experts;
+  // > 0: SwiGLU inputs clamped (gate <= limit, |up| <= limit) in the routed / shared experts.
+  float swiglu_limit = 0.0f, shared_swiglu_limit = 0.0f;
 
   bool is_moe() const noexcept { return !router.empty(); }
 };
@@ -113,7 +118,8 @@ enum class ffn_activation { silu, gelu, silu_oai };  // gated: act(gate) * up
 enum class moe_gating {
   softmax,          // weights = softmax over all experts, taken at the top K
   sigmoid,          // weights = sigmoid(logit) of the top K
-  softmax_selected  // top K logits, weights = softmax over those K
+  softmax_selected, // top K logits, weights = softmax over those K
+  sqrt_softplus     // weights = sqrt(softplus(logit)) of the top K (DeepSeek-V4)
 };
 
 struct decoder_config {
@@ -173,6 +179,8 @@ void delta_net_block(forward_context& ctx, const delta_net_layer& l, float eps, 
 // `router_in`: what the router sees when it is not `in` (gemma4).
 void ffn_block(forward_context& ctx, const ffn_layer& l, const decoder_config& c, const float* in, float* out,
                const float* router_in = nullptr);
+// softmax in place over n values, as the reference's soft_max op rounds it (sum in double)
+void softmax(float* p, std::int64_t n);
 // Token embeddings of the batch, times decoder_config::embed_scale: x [E, n].
 void embed_tokens(forward_context& ctx, const decoder_weights& w, const decoder_config& c, std::int64_t E, float* x);
 // The final norm and the output head (logits of the wanted rows, soft-capped), and the

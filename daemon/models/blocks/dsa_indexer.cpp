@@ -34,8 +34,9 @@ void layer_norm(float* x, const std::vector<float>& w, const std::vector<float>&
   }
 }
 
-// x [n, rows] = H x per row of n.
-void rotate(const std::vector<float>& hadamard, float* x, std::int64_t n, std::int64_t rows) {
+}  // namespace
+
+void hadamard_rotate(const std::vector<float>& hadamard, float* x, std::int64_t n, std::int64_t rows) {
   std::vector<float> y(static_cast<std::size_t>(n));
   for (std::int64_t r = 0; r < rows; ++r) {
     float* v = x + r * n;
@@ -49,7 +50,27 @@ void rotate(const std::vector<float>& hadamard, float* x, std::int64_t n, std::i
   }
 }
 
-}  // namespace
+float indexer_score(const float* q, const float* w, const float* key, std::int64_t n_head, std::int64_t head_dim) {
+  double s = 0.0;
+  for (std::int64_t h = 0; h < n_head; ++h) {
+    const float* qh = q + h * head_dim;
+    float dot = 0.0f;
+    for (std::int64_t d = 0; d < head_dim; ++d) dot += qh[d] * key[d];
+    s += static_cast<double>(std::max(dot, 0.0f) * w[h]);
+  }
+  return static_cast<float>(s);
+}
+
+void top_cells(const std::vector<float>& score, std::int64_t keep, std::vector<std::int32_t>& order) {
+  // Exact ties are common (every head's ReLU at zero): the choice among them is the
+  // reference's, a partial sort of all padded cells by descending score.
+  order.resize(score.size());
+  std::iota(order.begin(), order.end(), 0);
+  keep = std::min<std::int64_t>(keep, static_cast<std::int64_t>(score.size()));
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(),
+                    [&](std::int32_t x, std::int32_t y) { return score[static_cast<std::size_t>(x)] > score[static_cast<std::size_t>(y)]; });
+  order.resize(static_cast<std::size_t>(keep));
+}
 
 std::vector<float> walsh_hadamard(std::int64_t n) {
   // Sylvester's construction, scaled to be orthonormal (and its own inverse).
@@ -78,11 +99,11 @@ indexer_batch run_indexer(forward_context& ctx, const dsa_indexer& ix, const rop
   b.w.resize(static_cast<std::size_t>(n * Hi));
   ix.q_b.apply(ctx, q_low_rank, n, b.q.data());
   apply_rope(ctx, rope, rope_freqs, b.q.data(), n, Hi, Di);
-  rotate(ix.hadamard, b.q.data(), Di, n * Hi);
+  hadamard_rotate(ix.hadamard, b.q.data(), Di, n * Hi);
   ix.k.apply(ctx, in, n, b.k.data());
   for (std::int64_t t = 0; t < n; ++t) layer_norm(b.k.data() + t * Di, ix.k_norm, ix.k_norm_b, Di, 0.0f);
   apply_rope(ctx, rope, rope_freqs, b.k.data(), n, 1, Di);
-  rotate(ix.hadamard, b.k.data(), Di, n);
+  hadamard_rotate(ix.hadamard, b.k.data(), Di, n);
   ix.proj.apply(ctx, in, n, b.w.data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(Di * Hi));
   for (float& w : b.w) w *= scale;
@@ -100,7 +121,7 @@ void select_keys(const dsa_indexer& ix, const indexer_batch& b, const forward_co
   const std::int64_t keep = std::min(ix.top_k, padded);
   allowed.assign(static_cast<std::size_t>(rows.size()) * static_cast<std::size_t>(n_kv), 0);
   std::vector<float> key(static_cast<std::size_t>(Di)), score(static_cast<std::size_t>(padded));
-  std::vector<std::int32_t> order(static_cast<std::size_t>(padded));
+  std::vector<std::int32_t> order;
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const std::int64_t t = rows[r];
     const std::int32_t qp = ctx.batch.pos[static_cast<std::size_t>(t)];
@@ -109,22 +130,10 @@ void select_keys(const dsa_indexer& ix, const indexer_batch& b, const forward_co
       if (view.pos[j] > qp) continue;
       const std::uint16_t* kh = view.k + j * stride + key_offset;
       for (std::int64_t d = 0; d < Di; ++d) key[static_cast<std::size_t>(d)] = fp16_to_fp32(kh[d]);
-      double s = 0.0;
-      for (std::int64_t h = 0; h < Hi; ++h) {
-        const float* qh = b.q.data() + (t * Hi + h) * Di;
-        float dot = 0.0f;
-        for (std::int64_t d = 0; d < Di; ++d) dot += qh[d] * key[static_cast<std::size_t>(d)];
-        s += static_cast<double>(std::max(dot, 0.0f) * b.w[static_cast<std::size_t>(t * Hi + h)]);
-      }
-      score[static_cast<std::size_t>(j)] = static_cast<float>(s);
+      score[static_cast<std::size_t>(j)] = indexer_score(b.q.data() + t * Hi * Di, b.w.data() + t * Hi, key.data(), Hi, Di);
     }
-    // Exact ties are common (every head's ReLU at zero): the choice among them is the
-    // reference's, a partial sort of all padded cells by descending score.
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + keep, order.end(),
-                      [&](std::int32_t x, std::int32_t y) { return score[static_cast<std::size_t>(x)] > score[static_cast<std::size_t>(y)]; });
-    for (std::int64_t i = 0; i < keep; ++i) {
-      const std::int32_t j = order[static_cast<std::size_t>(i)];
+    top_cells(score, keep, order);
+    for (const std::int32_t j : order) {
       if (j < n_kv) allowed[r * static_cast<std::size_t>(n_kv) + static_cast<std::size_t>(j)] = 1;
     }
   }

@@ -38,9 +38,17 @@ void add_rows(float* y, const float* b, std::int64_t width, std::int64_t n) {
   }
 }
 
+// DeepSeek-V4's SwiGLU inputs: gate <= limit, -limit <= up <= limit.
+void clamp_swiglu(float* g, float* u, std::int64_t count, float limit) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    g[i] = std::min(g[i], limit);
+    u[i] = std::clamp(u[i], -limit, limit);
+  }
+}
+
 // One dense gated FFN: out [E, n] = down(act(gate x) * up x).
 void dense(forward_context& ctx, const decoder_config& c, const linear& gate, const linear& up, const linear& down,
-           const float* in, std::int64_t n, float* out, const expert_bias& bias = {}) {
+           const float* in, std::int64_t n, float* out, const expert_bias& bias = {}, float limit = 0.0f) {
   std::vector<float> h;
   if (!gate.empty()) {
     const std::int64_t F = gate.w.out;
@@ -49,6 +57,7 @@ void dense(forward_context& ctx, const decoder_config& c, const linear& gate, co
     add_rows(g.data(), bias.gate, F, n);
     up.apply(ctx, in, n, u.data());
     add_rows(u.data(), bias.up, F, n);
+    if (limit > 0.0f) clamp_swiglu(g.data(), u.data(), F * n, limit);
     h.resize(g.size());
     activate(ctx, c, g.data(), u.data(), h.data(), F, n);
   } else {
@@ -57,13 +66,17 @@ void dense(forward_context& ctx, const decoder_config& c, const linear& gate, co
     std::vector<float> gu(static_cast<std::size_t>(2 * F * n));
     up.apply(ctx, in, n, gu.data());
     h.resize(static_cast<std::size_t>(F * n));
+    for (std::int64_t t = 0; t < n; ++t) {
+      if (limit > 0.0f) clamp_swiglu(gu.data() + t * 2 * F, gu.data() + t * 2 * F + F, F, limit);
+    }
     for (std::int64_t t = 0; t < n; ++t) activate(ctx, c, gu.data() + t * 2 * F, gu.data() + t * 2 * F + F, h.data() + t * F, F, 1);
   }
   down.apply(ctx, h.data(), n, out);
   add_rows(out, bias.down, down.w.out, n);
 }
 
-// softmax in place over n values, as the reference's soft_max op rounds it
+}  // namespace
+
 void softmax(float* p, std::int64_t n) {
   const float max = *std::max_element(p, p + n);
   double sum = 0.0;
@@ -74,6 +87,8 @@ void softmax(float* p, std::int64_t n) {
   const float inv = static_cast<float>(1.0 / sum);
   for (std::int64_t e = 0; e < n; ++e) p[e] *= inv;
 }
+
+namespace {
 
 // Masks (to -inf) the experts outside the best n_group_used groups; a group scores the sum of
 // its best two selection scores.
@@ -98,7 +113,7 @@ void limit_groups(const decoder_config& c, float* sel, std::int64_t X) {
 // them (plus the layer's selection bias, within the allowed groups; ties: lower index), weights
 // (the probabilities without bias) optionally softmaxed over the K, renormalized and scaled.
 std::vector<std::vector<std::pair<std::int64_t, float>>> route(const decoder_config& c, const ffn_layer& l, float* logits,
-                                                               std::int64_t X, std::int64_t n) {
+                                                               std::int64_t X, std::int64_t n, const std::int32_t* tokens) {
   const std::int64_t K = c.n_expert_used;
   std::vector<std::vector<std::pair<std::int64_t, float>>> routes(static_cast<std::size_t>(n));
   std::vector<std::int64_t> order(static_cast<std::size_t>(X));
@@ -109,10 +124,19 @@ std::vector<std::vector<std::pair<std::int64_t, float>>> route(const decoder_con
     if (c.gating == moe_gating::sigmoid) {
       for (std::int64_t e = 0; e < X; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
     }
+    if (c.gating == moe_gating::sqrt_softplus) {
+      // the reference's softplus: x above 20, else log(1 + exp(x))
+      for (std::int64_t e = 0; e < X; ++e) p[e] = std::sqrt(p[e] > 20.0f ? p[e] : std::log(1.0f + std::exp(p[e])));
+    }
     for (std::int64_t e = 0; e < X; ++e) sel[static_cast<std::size_t>(e)] = l.select_bias.empty() ? p[e] : p[e] + l.select_bias[static_cast<std::size_t>(e)];
     if (c.n_expert_groups > 1 && c.n_group_used < c.n_expert_groups) limit_groups(c, sel.data(), X);
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return sel[a] > sel[b]; });
+    if (!l.fixed_experts.empty()) {
+      const std::int32_t* fixed = l.fixed_experts.data() + static_cast<std::int64_t>(tokens[t]) * K;
+      for (std::int64_t k = 0; k < K; ++k) order[static_cast<std::size_t>(k)] = fixed[k];
+    } else {
+      std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return sel[a] > sel[b]; });
+    }
     for (std::int64_t k = 0; k < K; ++k) w[static_cast<std::size_t>(k)] = p[order[static_cast<std::size_t>(k)]];
     if (c.gating == moe_gating::softmax_selected) softmax(w.data(), K);
     if (c.moe_normalize) {
@@ -138,7 +162,7 @@ void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, cons
   const std::int64_t E = l.router.w.in, X = l.router.w.out;
   std::vector<float> logits(static_cast<std::size_t>(X * n));
   l.router.apply(ctx, router_in, n, logits.data());
-  const auto routes = route(c, l, logits.data(), X, n);
+  const auto routes = route(c, l, logits.data(), X, n, ctx.batch.tokens.data());
 
   std::fill(out, out + E * n, 0.0f);
   // Each expert runs once over the tokens routed to it.
@@ -167,7 +191,7 @@ void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, cons
     up.w = dispatch::weight_of(*l.up_exps, e);
     down.w = dispatch::weight_of(*l.down_exps, e);
     const expert_bias bias{bias_of(l.gate_exps_b, e, down.w.in), bias_of(l.up_exps_b, e, down.w.in), bias_of(l.down_exps_b, e, E)};
-    dense(ctx, c, gate, up, down, x.data(), m, y.data(), bias);
+    dense(ctx, c, gate, up, down, x.data(), m, y.data(), bias, l.swiglu_limit);
     for (std::int64_t i = 0; i < m; ++i) {
       float* o = out + rows[static_cast<std::size_t>(i)] * E;
       const float w = c.moe_weight_before ? 1.0f : weights[static_cast<std::size_t>(i)];
@@ -181,7 +205,7 @@ void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, cons
 
   if (!l.shared_down.empty()) {
     std::vector<float> shared(static_cast<std::size_t>(E * n));
-    dense(ctx, c, l.shared_gate, l.shared_up, l.shared_down, in, n, shared.data());
+    dense(ctx, c, l.shared_gate, l.shared_up, l.shared_down, in, n, shared.data(), {}, l.shared_swiglu_limit);
     std::vector<float> gate(static_cast<std::size_t>(n), 1.0f);
     if (!l.shared_router.empty()) {
       l.shared_router.apply(ctx, in, n, gate.data());

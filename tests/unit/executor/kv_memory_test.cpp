@@ -3,7 +3,8 @@
 // tokens when the prompt streams through rings much shorter than it, take a fraction of the
 // memory, and refuse to be cut back past what a ring still holds. Latent attention keeps its
 // latent once (the values are read inside the key rows); sparse attention (GLM-5) keeps its
-// indexer keys in the same rows.
+// indexer keys in the same rows; DeepSeek-V4 keeps a window ring plus compressed keys in its
+// per-sequence state.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -42,6 +43,24 @@ double position_error(std::span<const float> ours, const nlohmann::json& ref) {
     err = std::max(err, std::fabs(ours[e[0].get<std::size_t>()] - e[1].get<double>()) / max_abs);
   }
   return err;
+}
+
+// Evaluates `tokens` in pieces of `piece` and returns the largest position error against the
+// run's golden logits.
+double stream_in_pieces(executor::context& ctx, const std::vector<std::int32_t>& tokens, const nlohmann::json& run, std::size_t piece,
+                        std::size_t n_vocab) {
+  double max_err = 0;
+  for (std::size_t start = 0; start < tokens.size(); start += piece) {
+    const std::size_t end = std::min(tokens.size(), start + piece);
+    batch b;
+    for (std::size_t i = start; i < end; ++i) b.add(tokens[i], static_cast<std::int32_t>(i), 0, true);
+    auto logits = ctx.decode(b);
+    REQUIRE(logits.ok());
+    for (std::size_t i = start; i < end; ++i) {
+      max_err = std::max(max_err, position_error(logits->subspan((i - start) * n_vocab, n_vocab), run.at("positions")[i]));
+    }
+  }
+  return max_err;
 }
 
 std::size_t argmax(std::span<const float> v) {
@@ -187,18 +206,7 @@ TEST_CASE("sparse attention: the indexer's keys ride in the KV rows, and pieces 
     const auto tokens = run.at("tokens").get<std::vector<std::int32_t>>();
     auto ctx = executor::context::create(*l.model, options);
     REQUIRE(ctx.ok());
-    double max_err = 0;
-    for (std::size_t start = 0; start < tokens.size(); start += 7) {
-      const std::size_t end = std::min(tokens.size(), start + 7);
-      batch b;
-      for (std::size_t i = start; i < end; ++i) b.add(tokens[i], static_cast<std::int32_t>(i), 0, true);
-      auto logits = (*ctx)->decode(b);
-      REQUIRE(logits.ok());
-      for (std::size_t i = start; i < end; ++i) {
-        max_err = std::max(max_err, position_error(logits->subspan((i - start) * n_vocab, n_vocab), run.at("positions")[i]));
-      }
-    }
-    CHECK(max_err <= 1e-3);
+    CHECK(stream_in_pieces(**ctx, tokens, run, 7, n_vocab) <= 1e-3);
   }
   // Two prompts in one batch: each sequence's queries choose among its own keys only.
   {
@@ -221,4 +229,38 @@ TEST_CASE("sparse attention: the indexer's keys ride in the KV rows, and pieces 
     }
     CHECK(max_err <= 1e-3);
   }
+}
+
+TEST_CASE("deepseek4: window keys in a ring and compressed keys built across steps keep the golden logits", "[executor][kv]") {
+  const loaded l = load("tiny-deepseek4.f32.gguf");
+  const executor::context_options options{.n_ctx = 512, .n_threads = 2, .max_batch = 8};
+  const executor::kv_layout layout = executor::kv_layout_for(*l.model, options);
+  // Every layer slides (window 16); the compressed layers (ratios 4 and 128) keep a state.
+  REQUIRE(layout.window == std::vector<std::int32_t>{16, 16, 16});
+  CHECK(layout.state_width[0] == 0);
+  CHECK(layout.state_width[1] > 0);
+  CHECK(layout.state_width[2] > 0);
+
+  const auto golden = test::load_json(test::shared_path("golden/logits/tiny-deepseek4.f32.gguf.json"));
+  const auto& run = golden.at("runs")[2];
+  const auto tokens = run.at("tokens").get<std::vector<std::int32_t>>();
+  const auto n_vocab = static_cast<std::size_t>(l.model->hp().n_vocab);
+  auto ctx = executor::context::create(*l.model, options);
+  REQUIRE(ctx.ok());
+  // Pieces of 7: blocks of 4 complete inside and across steps, the rings carry the rest.
+  CHECK(stream_in_pieces(**ctx, tokens, run, 7, n_vocab) <= 1e-3);
+  // Greedy steps past position 127, where the ratio-128 layer makes its first block.
+  const auto greedy = run.at("greedy").get<std::vector<std::int32_t>>();
+  REQUIRE(tokens.size() + greedy.size() > 128);
+  for (std::size_t step = 0; step + 1 < greedy.size(); ++step) {
+    batch next;
+    next.add(greedy[step], static_cast<std::int32_t>(tokens.size() + step), 0, true);
+    auto logits = (*ctx)->decode(next);
+    REQUIRE(logits.ok());
+    CHECK(position_error(*logits, run.at("greedy_steps")[step]) <= 1e-3);
+  }
+  // The compressor state summarizes the sequence: cutting its end off is refused.
+  auto& mem = (*ctx)->memory();
+  CHECK_FALSE(mem.seq_rm(0, 100, -1).ok());
+  CHECK(mem.seq_rm(0, -1, -1).ok());
 }
