@@ -2,6 +2,7 @@
 // computes it token by token: projections, a causal depthwise convolution (kernel K) with SiLU,
 // L2-normalized q and k, the gated delta rule on a per-head state, a gated RMS norm, the output
 // projection. Each sequence's conv inputs and states live in the KV memory (kv_access::state).
+#include <algorithm>
 #include <cmath>
 
 #include "decoder.hpp"
@@ -34,58 +35,71 @@ void delta_net_block(forward_context& ctx, const delta_net_layer& l, float eps, 
   l.beta.apply(ctx, in, n, beta.data());
   l.alpha.apply(ctx, in, n, alpha.data());
 
-  std::vector<float> o(static_cast<std::size_t>(n * value_dim)), x(static_cast<std::size_t>(C)), kv_mem(static_cast<std::size_t>(Sv));
-  const float out_scale = 1.0f / std::sqrt(static_cast<float>(Sk));
-  // Tokens in batch order: within a sequence they come in position order (the memory checks it).
+  // The convolution, SiLU and the L2 norms of q and k, token by token (the conv state is shared
+  // by a sequence's tokens, in position order: the memory checks it).
+  std::vector<float> xs(static_cast<std::size_t>(n * C));
+  std::vector<float*> states(static_cast<std::size_t>(n));
   for (std::int64_t t = 0; t < n; ++t) {
     float* st = ctx.kv.state(layer, ctx.batch.seq[static_cast<std::size_t>(t)]);
-    float* conv_state = st;                 // [K - 1, C], oldest first
-    float* S = st + (K - 1) * C;            // [Hv][Sk][Sv]
+    states[static_cast<std::size_t>(t)] = st + (K - 1) * C;  // [Hv][Sk][Sv]
+    float* conv_state = st;                                  // [K - 1, C], oldest first
     const float* cur = qkv.data() + t * C;
+    float* x = xs.data() + t * C;
     for (std::int64_t c = 0; c < C; ++c) {
       const float* w = l.conv.data() + c * K;
       float acc = 0.0f;
       for (std::int64_t k = 0; k < K - 1; ++k) acc += conv_state[k * C + c] * w[k];
       acc += cur[c] * w[K - 1];
-      x[static_cast<std::size_t>(c)] = silu(acc);
+      x[c] = silu(acc);
     }
     for (std::int64_t k = 0; k + 1 < K - 1; ++k) std::copy_n(conv_state + (k + 1) * C, C, conv_state + k * C);
     if (K > 1) std::copy_n(cur, C, conv_state + (K - 2) * C);
-
-    float* q = x.data();
-    float* kk = x.data() + key_dim;
-    const float* v = x.data() + 2 * key_dim;
     for (std::int64_t h = 0; h < Hk; ++h) {
-      l2_norm(q + h * Sk, Sk, eps);
-      l2_norm(kk + h * Sk, Sk, eps);
-    }
-    float* ot = o.data() + t * value_dim;
-    for (std::int64_t h = 0; h < Hv; ++h) {
-      const float* qh = q + (h % Hk) * Sk;
-      const float* kh = kk + (h % Hk) * Sk;
-      const float* vh = v + h * Sv;
-      float* Sh = S + h * Sk * Sv;
-      const float b = sigmoid(beta[static_cast<std::size_t>(t * Hv + h)]);
-      const float g = softplus(alpha[static_cast<std::size_t>(t * Hv + h)] + l.dt_bias[static_cast<std::size_t>(h)]) *
-                      l.a[static_cast<std::size_t>(h)];
-      const float decay = std::exp(g);
-      for (std::int64_t i = 0; i < Sk * Sv; ++i) Sh[i] *= decay;
-      std::fill(kv_mem.begin(), kv_mem.end(), 0.0f);
-      for (std::int64_t i = 0; i < Sk; ++i) {
-        for (std::int64_t j = 0; j < Sv; ++j) kv_mem[static_cast<std::size_t>(j)] += Sh[i * Sv + j] * kh[i];
-      }
-      for (std::int64_t j = 0; j < Sv; ++j) kv_mem[static_cast<std::size_t>(j)] = (vh[j] - kv_mem[static_cast<std::size_t>(j)]) * b;
-      for (std::int64_t i = 0; i < Sk; ++i) {
-        for (std::int64_t j = 0; j < Sv; ++j) Sh[i * Sv + j] += kh[i] * kv_mem[static_cast<std::size_t>(j)];
-      }
-      float* oh = ot + h * Sv;
-      for (std::int64_t j = 0; j < Sv; ++j) oh[j] = 0.0f;
-      for (std::int64_t i = 0; i < Sk; ++i) {
-        for (std::int64_t j = 0; j < Sv; ++j) oh[j] += Sh[i * Sv + j] * qh[i];
-      }
-      for (std::int64_t j = 0; j < Sv; ++j) oh[j] *= out_scale;
+      l2_norm(x + h * Sk, Sk, eps);
+      l2_norm(x + key_dim + h * Sk, Sk, eps);
     }
   }
+
+  // The delta rule: value heads are independent, so they run in parallel, each over the tokens
+  // in order; the inner loops run along a state row (contiguous), the same operations in the
+  // same order as one head at a time.
+  std::vector<float> o(static_cast<std::size_t>(n * value_dim));
+  const float out_scale = 1.0f / std::sqrt(static_cast<float>(Sk));
+  ctx.pool.parallel_for(Hv, [&](std::int64_t h_begin, std::int64_t h_end, int) {
+    std::vector<float> kv_mem(static_cast<std::size_t>(Sv));
+    for (std::int64_t h = h_begin; h < h_end; ++h) {
+      for (std::int64_t t = 0; t < n; ++t) {
+        const float* x = xs.data() + t * C;
+        const float* qh = x + (h % Hk) * Sk;
+        const float* kh = x + key_dim + (h % Hk) * Sk;
+        const float* vh = x + 2 * key_dim + h * Sv;
+        float* Sh = states[static_cast<std::size_t>(t)] + h * Sk * Sv;
+        const float b = sigmoid(beta[static_cast<std::size_t>(t * Hv + h)]);
+        const float g = softplus(alpha[static_cast<std::size_t>(t * Hv + h)] + l.dt_bias[static_cast<std::size_t>(h)]) *
+                        l.a[static_cast<std::size_t>(h)];
+        const float decay = std::exp(g);
+        for (std::int64_t i = 0; i < Sk * Sv; ++i) Sh[i] *= decay;
+        std::fill(kv_mem.begin(), kv_mem.end(), 0.0f);
+        for (std::int64_t i = 0; i < Sk; ++i) {
+          const float* row = Sh + i * Sv;
+          const float ki = kh[i];
+          for (std::int64_t j = 0; j < Sv; ++j) kv_mem[static_cast<std::size_t>(j)] += row[j] * ki;
+        }
+        for (std::int64_t j = 0; j < Sv; ++j) kv_mem[static_cast<std::size_t>(j)] = (vh[j] - kv_mem[static_cast<std::size_t>(j)]) * b;
+        float* oh = o.data() + t * value_dim + h * Sv;
+        for (std::int64_t j = 0; j < Sv; ++j) oh[j] = 0.0f;
+        for (std::int64_t i = 0; i < Sk; ++i) {
+          float* row = Sh + i * Sv;
+          const float ki = kh[i], qi = qh[i];
+          for (std::int64_t j = 0; j < Sv; ++j) {
+            row[j] += ki * kv_mem[static_cast<std::size_t>(j)];
+            oh[j] += row[j] * qi;
+          }
+        }
+        for (std::int64_t j = 0; j < Sv; ++j) oh[j] *= out_scale;
+      }
+    }
+  });
   // Gated RMS norm per head: RMSNorm(o) * w * silu(z).
   ctx.ops.rms_norm(o.data(), l.norm.data(), o.data(), Sv, n * Hv, eps);
   for (std::size_t i = 0; i < o.size(); ++i) o[i] *= silu(z[i]);
