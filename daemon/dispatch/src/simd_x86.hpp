@@ -327,6 +327,9 @@ void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* 
 void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
+// simd_x86_q2k.cpp
+void matmul_q2_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+
 // simd_x86_k35.cpp
 void matmul_q3_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_q5_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

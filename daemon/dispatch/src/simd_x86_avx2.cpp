@@ -249,6 +249,7 @@ constexpr exact_matmul k_table[] = {
     {tensor_type::q4_K, matmul_q4_K},
     {tensor_type::q6_K, matmul_q6_K},
     {tensor_type::q3_K, matmul_q3_K},
+    {tensor_type::q2_K, matmul_q2_K},
     {tensor_type::q5_K, matmul_q5_K},
     {tensor_type::q5_0, matmul_q8_0_like<gguf::block_q5_0>},
     {tensor_type::q4_1, matmul_q4_1},

@@ -125,6 +125,7 @@ TEST_CASE("the SIMD Q4_K matmul gives the reference's bits") { check_bit_identic
 TEST_CASE("the SIMD Q6_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q6_K, 256); }
 TEST_CASE("the SIMD Q5_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q5_K, 256); }
 TEST_CASE("the SIMD Q3_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q3_K, 256); }
+TEST_CASE("the SIMD Q2_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q2_K, 256); }
 TEST_CASE("the SIMD Q5_0 matmul gives the reference's bits") { check_bit_identical(tensor_type::q5_0, 32); }
 TEST_CASE("the SIMD Q4_1 matmul gives the reference's bits") { check_bit_identical(tensor_type::q4_1, 32); }
 TEST_CASE("the SIMD Q5_1 matmul gives the reference's bits") { check_bit_identical(tensor_type::q5_1, 32); }

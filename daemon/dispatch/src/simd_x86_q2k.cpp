@@ -1,0 +1,123 @@
+// AVX2 Q2_K matmul (the contract of simd_x86_avx2.cpp: the reference's exact integer sums and
+// float operations, so the same bits). Rows whose count is a multiple of 8 are the reference's
+// repacked ones (dot_q2_K_repacked in ref_dot_repack.cpp): per output row, the integer sums of
+// scale * (q . x) and of min * bsum over the 16-element sub-blocks, then one fma per
+// super-block (GEMV rows) or per 128-element half (GEMM rows), the mins apart, acc - acc_min.
+// Here eight rows are one vector of lanes for the float work; the integer sums come from
+// maddubs over the 2-bit quants, unpacked once per block for up to four activation rows. Other
+// row counts keep the reference's vector-dot path.
+#include "simd_x86.hpp"
+
+#if defined(__x86_64__)
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+using gguf::tensor_type;
+
+// Rows o..o+7 against K activation rows t0..t0+K-1: each weight block is unpacked once for the
+// K rows. Per row and block, eight int32 lanes per half hold scale * (q . x) partial sums and
+// eight the min * bsum pairs (lanes 0..3: half 0); transposed, the rows become the lanes.
+// pick_pair[j]: int16 element 2j in every slot of the low 128-bit lane, 2j + 1 in the high one.
+alignas(32) constexpr std::uint8_t pick_pair[4][32] = {
+#define SPITE_PICK2(e) {2 * e, 2 * e + 1, 2 * e, 2 * e + 1, 2 * e, 2 * e + 1, 2 * e, 2 * e + 1, 2 * e, 2 * e + 1, 2 * e, 2 * e + 1, \
+                        2 * e, 2 * e + 1, 2 * e, 2 * e + 1, 2 * e + 2, 2 * e + 3, 2 * e + 2, 2 * e + 3, 2 * e + 2, 2 * e + 3, \
+                        2 * e + 2, 2 * e + 3, 2 * e + 2, 2 * e + 3, 2 * e + 2, 2 * e + 3, 2 * e + 2, 2 * e + 3, 2 * e + 2, 2 * e + 3}
+    SPITE_PICK2(0), SPITE_PICK2(2), SPITE_PICK2(4), SPITE_PICK2(6)};
+#undef SPITE_PICK2
+
+template <int K>
+SPITE_AVX2 void q2_K_rows8(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                           std::int64_t ng, std::int64_t out, float* y) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i low_half = _mm256_setr_epi32(-1, -1, -1, -1, 0, 0, 0, 0);
+  const std::byte* row0 = w.row(o);
+  __m256 acc[K], acc_min[K];
+  for (int k = 0; k < K; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
+  const next_group_prefetch ahead(w.row(o + 8), 8 * w.row_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (t0 == 0) ahead.step(b);
+    __m256i tot[K][2][8], mp[K][8];
+    __m128i dh = _mm_setzero_si128(), mh = _mm_setzero_si128();
+    for (int r = 0; r < 8; ++r) {
+      const auto& blk = reinterpret_cast<const gguf::block_q2_K*>(row0 + r * w.row_bytes)[b];
+      dh = insert_half(dh, blk.d, r);
+      mh = insert_half(mh, blk.dmin, r);
+      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+      const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
+      // The 16 scales as int16, sub-blocks 0..7 in both 128-bit lanes, then 8..15: a byte
+      // shuffle broadcasts sub-block s in the low lane and s + 1 in the high one.
+      const __m128i sc16 = _mm_and_si128(packed, _mm_set1_epi8(0x0F));
+      const __m256i sc_half[2] = {_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc16)),
+                                  _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(sc16, 8)))};
+      // Element 128h + 32k + l: bits 2k..2k+1 of qs[32h + l]; its 32 elements are sub-blocks
+      // 8h + 2k (low 128-bit lane) and 8h + 2k + 1 (high lane).
+      __m256i q[2][4], scales[2][4];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * h));
+        for (int j = 0; j < 4; ++j) {
+          q[h][j] = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3);
+          scales[h][j] = _mm256_shuffle_epi8(sc_half[h], _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_pair[j])));
+        }
+      }
+      for (int k = 0; k < K; ++k) {
+        const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
+        for (int h = 0; h < 2; ++h) {
+          __m256i t = _mm256_setzero_si256();
+          for (int j = 0; j < 4; ++j) {
+            const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 128 * h + 32 * j));
+            t = _mm256_add_epi32(t, dot_lanes_scaled(q[h][j], xv, scales[h][j]));
+          }
+          tot[k][h][r] = t;
+        }
+        mp[k][r] = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(dh), dmw = _mm256_cvtph_ps(mh);
+    for (int k = 0; k < K; ++k) {
+      const __m256 xd = _mm256_set1_ps(xq[(t0 + k) * nb + b].d);
+      const __m256 ds = _mm256_mul_ps(dw, xd), dm = _mm256_mul_ps(dmw, xd);
+      if (t0 + k < ng) {  // GEMM rows: one fma per half
+        __m256i lo[8], hi[8];
+        for (int r = 0; r < 8; ++r) {
+          lo[r] = _mm256_and_si256(mp[k][r], low_half);
+          hi[r] = _mm256_andnot_si256(low_half, mp[k][r]);
+        }
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(tot[k][0])), ds, acc[k]);
+        acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(lo)), dm, acc_min[k]);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(tot[k][1])), ds, acc[k]);
+        acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(hi)), dm, acc_min[k]);
+      } else {
+        for (int r = 0; r < 8; ++r) tot[k][0][r] = _mm256_add_epi32(tot[k][0][r], tot[k][1][r]);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(tot[k][0])), ds, acc[k]);
+        acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(mp[k])), dm, acc_min[k]);
+      }
+    }
+  }
+  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out + o, _mm256_sub_ps(acc[k], acc_min[k]));
+}
+
+void matmul_q2_K_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q2_K)(w, x, n_tokens, y, pool);
+  const std::int64_t nb = w.in / qkk;
+  std::vector<gguf::block_q8_K> xq;
+  quantize_rows_q8_K(w, x, n_tokens, true, xq);
+  const std::int64_t ng = gemm_rows(n_tokens);
+  pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) {
+      by_token_tiles(
+          n_tokens, [&](std::int64_t t) { q2_K_rows8<4>(w, 8 * g, xq.data(), nb, t, ng, w.out, y); },
+          [&](std::int64_t t) { q2_K_rows8<1>(w, 8 * g, xq.data(), nb, t, ng, w.out, y); });
+    }
+  });
+}
+
+}  // namespace
+
+void matmul_q2_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_q2_K_impl(w, x, n_tokens, y, pool);
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
