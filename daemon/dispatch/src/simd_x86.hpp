@@ -327,6 +327,9 @@ void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* 
 void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
+// simd_x86_iquant_grid.cpp: IQ1_S, IQ1_M, IQ2_*, IQ3_*, TQ1_0, TQ2_0
+std::span<const exact_matmul> grid_iquant_matmuls();
+
 // simd_x86_q2k.cpp
 void matmul_q2_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 

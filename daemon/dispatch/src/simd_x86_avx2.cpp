@@ -270,7 +270,12 @@ bool has_avx2() {
 std::span<const exact_matmul> fast_matmuls() {
   static const bool usable = has_avx2();
   if (!usable) return {};
-  return k_table;
+  static const std::vector<exact_matmul> all = [] {
+    std::vector<exact_matmul> t(std::begin(k_table), std::end(k_table));
+    for (const exact_matmul& m : x86::grid_iquant_matmuls()) t.push_back(m);
+    return t;
+  }();
+  return all;
 }
 
 std::size_t pack_weight(weight& w) {

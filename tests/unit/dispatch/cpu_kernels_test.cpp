@@ -4,6 +4,7 @@
 // that are and are not multiples of 8, batches below, at and past the GEMM split of 4, several
 // super-blocks, outliers in the activations).
 #include <catch2/catch.hpp>
+#include <type_traits>
 
 #include <cstring>
 #include <random>
@@ -37,14 +38,32 @@ quantized_matrix random_matrix(tensor_type type, std::int64_t in, std::int64_t o
   m.w.in = in;
   m.w.out = out;
   m.w.row_bytes = row;
-  if (type == tensor_type::iq4_xs) {  // no quantizer here: random blocks with sane scales
+  // Types without a quantizer here: random blocks (any index is valid) with sane scales.
+  const auto random_blocks = [&]<class Block>(Block*) {
     std::uniform_int_distribution<int> byte(0, 255);
     for (auto& b : m.bytes) b = static_cast<std::byte>(byte(rng));
-    auto* blocks = reinterpret_cast<spite::gguf::block_iq4_xs*>(m.bytes.data());
-    for (std::size_t i = 0; i < m.bytes.size() / sizeof(spite::gguf::block_iq4_xs); ++i) {
-      blocks[i].d = spite::fp32_to_fp16(0.001f * static_cast<float>(1 + i % 13));
+    auto* blocks = reinterpret_cast<Block*>(m.bytes.data());
+    for (std::size_t i = 0; i < m.bytes.size() / sizeof(Block); ++i) {
+      if constexpr (std::is_same_v<Block, spite::gguf::block_iq1_m>) {
+        // The fp16 scale 0x2000 in the top nibbles of the four 16-bit scale words.
+        for (int k = 0; k < 4; ++k) blocks[i].scales[2 * k + 1] = static_cast<std::uint8_t>((blocks[i].scales[2 * k + 1] & 0x0F) | (k == 3 ? 0x20 : 0));
+      } else {
+        blocks[i].d = spite::fp32_to_fp16(0.001f * static_cast<float>(1 + i % 13));
+      }
     }
-    return m;
+  };
+  switch (type) {
+    case tensor_type::iq4_xs: random_blocks(static_cast<spite::gguf::block_iq4_xs*>(nullptr)); return m;
+    case tensor_type::iq1_s: random_blocks(static_cast<spite::gguf::block_iq1_s*>(nullptr)); return m;
+    case tensor_type::iq1_m: random_blocks(static_cast<spite::gguf::block_iq1_m*>(nullptr)); return m;
+    case tensor_type::iq2_xxs: random_blocks(static_cast<spite::gguf::block_iq2_xxs*>(nullptr)); return m;
+    case tensor_type::iq2_xs: random_blocks(static_cast<spite::gguf::block_iq2_xs*>(nullptr)); return m;
+    case tensor_type::iq2_s: random_blocks(static_cast<spite::gguf::block_iq2_s*>(nullptr)); return m;
+    case tensor_type::iq3_xxs: random_blocks(static_cast<spite::gguf::block_iq3_xxs*>(nullptr)); return m;
+    case tensor_type::iq3_s: random_blocks(static_cast<spite::gguf::block_iq3_s*>(nullptr)); return m;
+    case tensor_type::tq1_0: random_blocks(static_cast<spite::gguf::block_tq1_0*>(nullptr)); return m;
+    case tensor_type::tq2_0: random_blocks(static_cast<spite::gguf::block_tq2_0*>(nullptr)); return m;
+    default: break;
   }
   for (std::int64_t r = 0; r < out; ++r) {
     // Rows of different magnitudes, so that block scales differ a lot.
@@ -131,6 +150,13 @@ TEST_CASE("the SIMD Q4_1 matmul gives the reference's bits") { check_bit_identic
 TEST_CASE("the SIMD Q5_1 matmul gives the reference's bits") { check_bit_identical(tensor_type::q5_1, 32); }
 TEST_CASE("the SIMD IQ4_XS matmul gives the reference's bits") { check_bit_identical(tensor_type::iq4_xs, 256); }
 TEST_CASE("the SIMD IQ4_NL matmul gives the reference's bits") { check_bit_identical(tensor_type::iq4_nl, 32); }
+TEST_CASE("the SIMD grid i-quant and ternary matmuls give the reference's bits") {
+  for (const tensor_type type : {tensor_type::iq1_s, tensor_type::iq1_m, tensor_type::iq2_xxs, tensor_type::iq2_xs, tensor_type::iq2_s,
+                                 tensor_type::iq3_xxs, tensor_type::iq3_s, tensor_type::tq1_0, tensor_type::tq2_0}) {
+    INFO("type " << spite::gguf::traits(type).name);
+    check_bit_identical(type, 256);
+  }
+}
 TEST_CASE("the SIMD F16 matmul gives the reference's bits") {
   check_bit_identical(tensor_type::f16, 16);  // GEMM path (rows a multiple of 4) and vector path
   check_bit_identical(tensor_type::f16, 80);  // 64-element blocks and a tail
