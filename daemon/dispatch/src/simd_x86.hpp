@@ -308,7 +308,11 @@ const q4_0_tiles* avx512_q4_0_tiles();
 // Q8_0: 4 rows x 4 activation rows from row o and activation row t0 on (reference lane layout).
 using q8_0_tile_fn = void (*)(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0,
                               float* y);
-q8_0_tile_fn avx512_q8_0_tile();
+// 4 weight rows against 8 (eight) or 4 (four) activation rows.
+struct q8_0_tiles {
+  q8_0_tile_fn eight, four;
+};
+const q8_0_tiles* avx512_q8_0_tiles();
 
 // simd_x86_float.cpp
 void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

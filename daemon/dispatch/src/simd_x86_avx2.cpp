@@ -61,8 +61,9 @@ template <class Block, int R>
 void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, float* y) {
   std::int64_t t = 0;
   if (std::is_same_v<Block, gguf::block_q8_0> && R == 4 && n_tokens >= 4) {
-    if (const q8_0_tile_fn vnni = avx512_q8_0_tile()) {
-      for (; t + 4 <= n_tokens; t += 4) vnni(w, o, xb, nb, t, y);
+    if (const q8_0_tiles* vnni = avx512_q8_0_tiles()) {
+      for (; t + 8 <= n_tokens; t += 8) vnni->eight(w, o, xb, nb, t, y);
+      for (; t + 4 <= n_tokens; t += 4) vnni->four(w, o, xb, nb, t, y);
     }
   }
   by_token_tiles(

@@ -120,40 +120,42 @@ SPITE_AVX512 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_
   for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, acc[k]);
 }
 
-// Q8_0, 4 rows x 4 activation rows: two activation rows per register (one per 256-bit half),
-// each weight block broadcast to both halves; the weight's sign moves onto the activations with
-// a masked negation, as VPDPBUSD takes one unsigned operand.
-SPITE_AVX512 void q8_0_tile_4x4(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0,
-                                float* y) {
+// Q8_0, 4 rows x 2P activation rows: two activation rows per register (one per 256-bit half),
+// each weight block broadcast to both halves. VPDPBUSD takes one unsigned operand: the
+// activations go in as x + 128 and the accumulator starts at -128 * (sum of the weights of each
+// lane), so the int32 lanes are exactly the sums of x * w the reference forms.
+template <int P>
+SPITE_AVX512 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
   const gguf::block_q8_0* rows[4];
   for (int r = 0; r < 4; ++r) rows[r] = reinterpret_cast<const gguf::block_q8_0*>(w.row(o + r));
-  __m512 acc[4][2];
-  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
-  const __m512i zero = _mm512_setzero_si512();
+  __m512 acc[4][P];
+  for (auto& row : acc) {
+    for (auto& a : row) a = _mm512_setzero_ps();
+  }
+  const __m512i zero = _mm512_setzero_si512(), bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (std::int64_t b = 0; b < nb; ++b) {
-    __m512i x2[2];
-    __m512 dx2[2];
-    for (int p = 0; p < 2; ++p) {
+    __m512i x2[P];
+    __m512 dx2[P];
+    for (int p = 0; p < P; ++p) {
       const std::size_t i0 = static_cast<std::size_t>((t0 + 2 * p) * nb + b), i1 = i0 + static_cast<std::size_t>(nb);
-      x2[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i0].qs))),
-                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i1].qs)), 1);
+      const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i0].qs))),
+                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i1].qs)), 1);
+      x2[p] = _mm512_xor_si512(x, bias);  // x + 128 as unsigned bytes
       dx2[p] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(xb.d[i0]))),
                                                    _mm256_castps_pd(_mm256_set1_ps(xb.d[i1])), 1));
     }
     for (int r = 0; r < 4; ++r) {
       const __m512i wv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r][b].qs)));
-      const __mmask64 negative = _mm512_movepi8_mask(wv);
-      const __m512i wabs = _mm512_abs_epi8(wv);  // -128 stays 0x80: 128 as unsigned
+      const __m512i start = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, wv));  // -128 * sum(w) per lane
       const __m512 dw = _mm512_set1_ps(_cvtsh_ss(rows[r][b].d));
-      for (int p = 0; p < 2; ++p) {
-        const __m512i xs = _mm512_mask_sub_epi8(x2[p], negative, zero, x2[p]);
-        const __m512i lanes = _mm512_dpbusd_epi32(zero, wabs, xs);
+      for (int p = 0; p < P; ++p) {
+        const __m512i lanes = _mm512_dpbusd_epi32(start, x2[p], wv);
         acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx2[p]), _mm512_cvtepi32_ps(lanes), acc[r][p]);
       }
     }
   }
   for (int r = 0; r < 4; ++r) {
-    for (int p = 0; p < 2; ++p) {
+    for (int p = 0; p < P; ++p) {
       alignas(64) float lanes[16];
       _mm512_store_ps(lanes, acc[r][p]);
       y[(t0 + 2 * p) * w.out + o + r] = reduce8(lanes);
@@ -180,7 +182,10 @@ const q4_K_tiles* avx512_q4_K_tiles() {
   return present && g_allowed.load(std::memory_order_relaxed) ? &k_q4_K : nullptr;
 }
 const q4_0_tiles* avx512_q4_0_tiles() { return avx512_q4_K_tiles() != nullptr ? &k_q4_0 : nullptr; }
-q8_0_tile_fn avx512_q8_0_tile() { return avx512_q4_K_tiles() != nullptr ? q8_0_tile_4x4 : nullptr; }
+const q8_0_tiles* avx512_q8_0_tiles() {
+  static constexpr q8_0_tiles tiles{q8_0_tile<4>, q8_0_tile<2>};
+  return avx512_q4_K_tiles() != nullptr ? &tiles : nullptr;
+}
 }  // namespace x86
 
 bool has_avx512_kernels() { return x86::avx512_q4_K_tiles() != nullptr; }
