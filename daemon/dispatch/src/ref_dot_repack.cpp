@@ -24,7 +24,7 @@
 //
 // The Q8_0 4-row quantizer gives the same values as the per-row one. The Q8_K 4-row quantizer
 // (AVX2) differs from the scalar one only in the sign of the scale when +amax and -amax both
-// occur in a super-block: it picks -127/amax whenever +amax occurs (quantize_q8_K_4x8 below).
+// occur in a super-block: it picks -127/amax whenever +amax occurs (quantize_act_q8_K_4x8_scalar below).
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -41,11 +41,13 @@ constexpr int qkk = gguf::qk_k;
 
 using gguf::tensor_type;
 
+}  // namespace
+
 // ---- activation quantizers
 
 // quantize_mat_q8_K_4x8 (AVX2), one row of the four: scale from amax with the sign rule above,
 // round to nearest even, bsums per 16 elements.
-void quantize_q8_K_4x8(const float* x, gguf::block_q8_K* out, std::int64_t n) {
+void quantize_act_q8_K_4x8_scalar(const float* x, gguf::block_q8_K* out, std::int64_t n) {
   for (std::int64_t b = 0; b < n / qkk; ++b) {
     const float* xb = x + b * qkk;
     float amax = 0.0f;
@@ -68,9 +70,6 @@ void quantize_q8_K_4x8(const float* x, gguf::block_q8_K* out, std::int64_t n) {
   }
 }
 
-
-}  // namespace
-
 std::int64_t gemm_rows(std::int64_t n_tokens) { return n_tokens > 3 ? n_tokens - n_tokens % 4 : 0; }
 
 void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, bool repacked,
@@ -80,7 +79,7 @@ void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, 
   const std::int64_t ng = repacked ? gemm_rows(n_tokens) : 0;
   for (std::int64_t t = 0; t < n_tokens; ++t) {
     if (t < ng) {
-      quantize_q8_K_4x8(x + t * w.in, xq.data() + t * nb, w.in);
+      quantize_act_q8_K_4x8(x + t * w.in, xq.data() + t * nb, w.in);
     } else {
       quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
     }

@@ -36,7 +36,15 @@ void quantize_act_q8_0(const float* x, gguf::block_q8_0* out, std::int64_t n) {
 }
 
 void quantize_act_q8_K(const float* x, gguf::block_q8_K* out, std::int64_t n) {
+  static const q8_K_quantizer simd = simd_q8_K_quantizer(false);
+  if (simd != nullptr) return simd(x, out, n);
   (void)gguf::quantize(gguf::tensor_type::q8_K, x, out, n);
+}
+
+void quantize_act_q8_K_4x8(const float* x, gguf::block_q8_K* out, std::int64_t n) {
+  static const q8_K_quantizer simd = simd_q8_K_quantizer(true);
+  if (simd != nullptr) return simd(x, out, n);
+  quantize_act_q8_K_4x8_scalar(x, out, n);
 }
 
 }  // namespace spite::dispatch::cpu

@@ -54,6 +54,13 @@ void quantize_act_q8_0(const float* x, gguf::block_q8_0* out, std::int64_t n);
 void quantize_act_q8_1(const float* x, gguf::block_q8_1* out, std::int64_t n);
 // Activations to Q8_K blocks (the reference's scalar quantizer: -127 / signed max).
 void quantize_act_q8_K(const float* x, gguf::block_q8_K* out, std::int64_t n);
+// Its 4-row GEMM quantizer (quantize_mat_q8_K_4x8), one row: the scale's sign is - when +amax
+// occurs in the block, rounding to nearest even, quants clamped to [-128, 127].
+void quantize_act_q8_K_4x8(const float* x, gguf::block_q8_K* out, std::int64_t n);
+void quantize_act_q8_K_4x8_scalar(const float* x, gguf::block_q8_K* out, std::int64_t n);
+// SIMD versions of the two (the same bytes); null where the processor lacks them.
+using q8_K_quantizer = void (*)(const float* x, gguf::block_q8_K* out, std::int64_t n);
+q8_K_quantizer simd_q8_K_quantizer(bool four_row_rule);
 
 // The repacked types' split of a batch: the first gemm_rows(n) activation rows take the GEMM
 // kernel (and, for Q8_K, the 4-row quantizer), the rest the GEMV kernel.

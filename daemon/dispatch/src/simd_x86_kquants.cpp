@@ -332,47 +332,60 @@ SPITE_AVX2 void q6_K_dot(const q6_K_row& r, const gguf::block_q8_K* xq, std::int
   for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = reduce8_vec(acc[k]);
 }
 
-// Decode: the quants built in registers where they are used, R rows at a time (several rows in
-// flight stream from memory faster); each row keeps its own 8 lanes, as in the reference.
-template <int R>
-SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8_K* x, bool first, float* y) {
-  const std::int64_t nb = w.in / qkk;
+// Decode and small batches: the quants built in registers where they are used, R rows at a
+// time (several rows in flight stream from memory faster) against K activation rows (each
+// block's quants serve all of them); every row and activation row keeps its own 8 lanes, as
+// in the reference.
+template <int R, int K>
+SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                           std::int64_t out, float* y) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
   const gguf::block_q6_K* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_q6_K*>(w.row(o + r));
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[R][K];
+  for (auto& row : acc) {
+    for (auto& a : row) a = _mm256_setzero_ps();
+  }
   const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (first) ahead.step(b);
-    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
+    if (t0 == 0) ahead.step(b);
     for (int r = 0; r < R; ++r) {
       const gguf::block_q6_K& blk = rows[r][b];
       const std::int8_t* sc = blk.scales;
-      __m256i lanes = _mm256_setzero_si256();
+      __m256i lanes[K];
+      for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
       for (int c = 0; c < 2; ++c) {
         const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * c));
         const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c));
         const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c + 32));
-        for (int k = 0; k < 4; ++k) {
-          // Element 128c + 32k + l: nibble of ql[64c + 32(k & 1) + l] (low for k < 2) with bits
-          // 2k..2k+1 of qh[32c + l] above it.
-          const __m256i l = (k & 1) != 0 ? l1 : l0;
-          const __m256i nib = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-          const __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * k), m2), 4));
-          const int g = 4 * c + k;
+        for (int j = 0; j < 4; ++j) {
+          // Element 128c + 32j + l: nibble of ql[64c + 32(j & 1) + l] (low for j < 2) with bits
+          // 2j..2j+1 of qh[32c + l] above it.
+          const __m256i l = (j & 1) != 0 ? l1 : l0;
+          const __m256i nib = j < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+          const __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), m2), 4));
+          const int g = 4 * c + j;
           const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
-          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * g));
-          lanes = _mm256_add_epi32(lanes, dot_lanes_scaled(q, xv, scales));
+          for (int k = 0; k < K; ++k) {
+            const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
+            lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(q, xv, scales));
+          }
         }
       }
-      // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-      lanes = _mm256_sub_epi32(lanes, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(blk.d)), _mm256_cvtepi32_ps(lanes), acc[r]);
+      const float dw = _cvtsh_ss(blk.d);
+      for (int k = 0; k < K; ++k) {
+        const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
+        // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
+        const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+        acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * dw), _mm256_cvtepi32_ps(l), acc[r][k]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) y[o + r] = reduce8_vec(acc[r]);
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) y[(t0 + k) * out + o + r] = reduce8_vec(acc[r][k]);
+  }
 }
 
 void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
@@ -382,10 +395,20 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   const std::int64_t out = w.out;
   if (n_tokens < 4) {
     const auto rows = [&]<int R>(std::int64_t o) {
-      for (std::int64_t t = 0; t < n_tokens; ++t) q6_K_fused<R>(w, o, xq.data() + t * nb, t == 0, y + t * out);
+      for (std::int64_t t = 0; t < n_tokens; ++t) q6_K_fused<R, 1>(w, o, xq.data(), nb, t, out, y);
     };
     by_row_groups(out, pool, [&](std::int64_t o) { rows.template operator()<4>(o); },
                   [&](std::int64_t o) { rows.template operator()<1>(o); });
+    return;
+  }
+  if (n_tokens < 16) {
+    pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
+      for (std::int64_t o = begin; o < end; ++o) {
+        by_token_tiles(
+            n_tokens, [&](std::int64_t t) { q6_K_fused<1, 4>(w, o, xq.data(), nb, t, out, y); },
+            [&](std::int64_t t) { q6_K_fused<1, 1>(w, o, xq.data(), nb, t, out, y); });
+      }
+    });
     return;
   }
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {

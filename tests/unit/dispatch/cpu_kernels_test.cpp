@@ -324,3 +324,32 @@ TEST_CASE("the SIMD Q8_0 activation quantizer gives the reference quantizer's bl
     for (int o = 0; o < 8; ++o) REQUIRE(same_bits(want[o], got[o]));
   }
 }
+
+TEST_CASE("the SIMD Q8_K activation quantizers give the reference quantizers' bytes") {
+  const cpu::q8_K_quantizer first_max = cpu::simd_q8_K_quantizer(false), four_row = cpu::simd_q8_K_quantizer(true);
+  if (first_max == nullptr || four_row == nullptr) {
+    WARN("no SIMD quantizer on this processor; nothing to compare");
+    return;
+  }
+  std::mt19937 rng(99);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr std::int64_t n = 4 * 256;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> x(n);
+    for (float& v : x) v = normal(rng) * (trial % 5 == 0 ? 1e-3f : 3.0f);
+    // Blocks that test the rules: all zero, +amax and -amax both present, halves exactly.
+    std::fill(x.begin(), x.begin() + 256, 0.0f);
+    x[300] = 7.5f;
+    x[400] = -7.5f;
+    x[600] = -9.0f;
+    x[601] = 9.0f;
+    for (int j = 768; j < 800; ++j) x[j] = static_cast<float>(j - 784) * 0.5f;
+    std::vector<spite::gguf::block_q8_K> want(n / 256), got(n / 256);
+    REQUIRE(spite::gguf::quantize(tensor_type::q8_K, x.data(), want.data(), n));
+    first_max(x.data(), got.data(), n);
+    CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(spite::gguf::block_q8_K)) == 0);
+    cpu::quantize_act_q8_K_4x8_scalar(x.data(), want.data(), n);
+    four_row(x.data(), got.data(), n);
+    CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(spite::gguf::block_q8_K)) == 0);
+  }
+}
