@@ -23,6 +23,10 @@ struct shape {
   std::int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
   float rope_base;
   bool tied_output, qkv_bias;
+  // Mixture of experts (n_expert > 0: every layer's FFN is n_expert experts of n_ff_exp, n_used
+  // per token, routed by ffn_gate_inp), a head width apart from n_embd / n_head, QK-norm.
+  std::int64_t n_expert = 0, n_used = 0, n_ff_exp = 0, head_dim = 0;
+  bool qk_norm = false;
 };
 
 constexpr shape shapes[] = {
@@ -34,6 +38,9 @@ constexpr shape shapes[] = {
     {"qwen2.5-1.5b", "qwen2", 1536, 28, 12, 2, 8960, 32768, 1000000.0f, true, true},
     {"stories15m", "llama", 288, 6, 6, 6, 768, 256, 10000.0f, false, false},
     {"llama-small", "llama", 512, 8, 8, 4, 1536, 2048, 10000.0f, false, false},  // fast, k-quant friendly
+    {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 40960, 1000000.0f, false, false, 128, 8, 768, 128, true},
+    {"moe-small", "qwen3moe", 512, 4, 8, 4, 1536, 2048, 1000000.0f, false, false, 8, 2, 256, 64, true},  // fast
+    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 40960, 1000000.0f, true, false, 0, 0, 0, 128, true},
 };
 
 // llama.cpp's rule for the layers that get more bits in the _M mixes: the first and last eighth
@@ -46,6 +53,8 @@ using gguf::tensor_type;
 tensor_type type_for(std::string_view mix, tensor_type base, std::string_view tensor, std::int64_t layer, std::int64_t n_layer) {
   const bool plain_float = base == tensor_type::f32 || base == tensor_type::f16 || base == tensor_type::bf16;
   if (tensor == "output") return plain_float || base == tensor_type::q8_0 ? base : tensor_type::q6_K;
+  if (tensor == "ffn_gate_inp") return tensor_type::f32;  // routers stay F32, as llama-quantize keeps them
+  if (tensor == "ffn_down_exps") tensor = "ffn_down";
   if (mix == "Q4_K_M" || mix == "Q5_K_M") {
     if ((tensor == "attn_v" || tensor == "ffn_down") && use_more_bits(layer, n_layer)) return tensor_type::q6_K;
   } else if (mix == "Q4_K_S") {
@@ -117,21 +126,24 @@ int run_mkmodel(const std::vector<std::string>& argv) {
       .option("--vocab", "FILE", "a GGUF whose tokenizer (tokenizer.*) the model takes")
       .option("--out", "FILE", "where to write the model")
       .option("--seed", "S", "random seed (default 1)")
+      .option("--layers", "N", "write only the first N layers (a shorter model of the same layer shape)")
       .flag("--list", "list the shapes")
       .flag("--help", "show this help");
   auto parsed = a.parse(argv);
   if (a.has("--list")) {
     for (const auto& s : shapes) {
-      std::printf("%-16s %-6s E=%lld L=%lld heads=%lld/%lld ff=%lld ctx=%lld%s\n", std::string(s.name).c_str(),
+      std::printf("%-16s %-8s E=%lld L=%lld heads=%lld/%lld ff=%lld ctx=%lld%s", std::string(s.name).c_str(),
                   std::string(s.arch).c_str(), (long long)s.n_embd, (long long)s.n_layer, (long long)s.n_head,
                   (long long)s.n_head_kv, (long long)s.n_ff, (long long)s.n_ctx, s.tied_output ? " tied" : "");
+      if (s.n_expert > 0) std::printf(" experts=%lld/%lld x %lld", (long long)s.n_used, (long long)s.n_expert, (long long)s.n_ff_exp);
+      std::printf("\n");
     }
     return exit_ok;
   }
   if (!parsed || a.has("--help") || !a.get("--shape") || !a.get("--type") || !a.get("--vocab") || !a.get("--out")) {
     if (!parsed) std::fprintf(stderr, "spitectl mkmodel: %s\n", parsed.err().message.c_str());
     std::fprintf(a.has("--help") ? stdout : stderr,
-                 "usage: spitectl mkmodel --shape NAME --type TYPE --vocab VOCAB.gguf --out FILE [--seed S]\n%s",
+                 "usage: spitectl mkmodel --shape NAME --type TYPE --vocab VOCAB.gguf --out FILE [--seed S] [--layers N]\n%s",
                  a.help().c_str());
     return a.has("--help") && parsed ? exit_ok : exit_usage;
   }
@@ -161,7 +173,16 @@ int run_mkmodel(const std::vector<std::string>& argv) {
   }
   const std::int64_t n_vocab = static_cast<std::int64_t>(tokens->size());
   const std::string arch(sh->arch);
-  const std::int64_t head_dim = sh->n_embd / sh->n_head;
+  const std::int64_t head_dim = sh->head_dim > 0 ? sh->head_dim : sh->n_embd / sh->n_head;
+  std::int64_t n_layer = sh->n_layer;
+  if (a.get("--layers")) {
+    const long long n = std::atoll(a.get("--layers")->c_str());
+    if (n < 1 || n > sh->n_layer) {
+      std::fprintf(stderr, "spitectl mkmodel: --layers must be 1..%lld\n", static_cast<long long>(sh->n_layer));
+      return exit_usage;
+    }
+    n_layer = n;
+  }
 
   gguf::writer w;
   w.set("general.architecture", gguf::value::string(arch));
@@ -169,13 +190,20 @@ int run_mkmodel(const std::vector<std::string>& argv) {
   w.set("general.file_type", gguf::value::u32(static_cast<std::uint32_t>(choice->base)));
   w.set(arch + ".context_length", gguf::value::u32(static_cast<std::uint32_t>(sh->n_ctx)));
   w.set(arch + ".embedding_length", gguf::value::u32(static_cast<std::uint32_t>(sh->n_embd)));
-  w.set(arch + ".block_count", gguf::value::u32(static_cast<std::uint32_t>(sh->n_layer)));
+  w.set(arch + ".block_count", gguf::value::u32(static_cast<std::uint32_t>(n_layer)));
   w.set(arch + ".feed_forward_length", gguf::value::u32(static_cast<std::uint32_t>(sh->n_ff)));
   w.set(arch + ".attention.head_count", gguf::value::u32(static_cast<std::uint32_t>(sh->n_head)));
   w.set(arch + ".attention.head_count_kv", gguf::value::u32(static_cast<std::uint32_t>(sh->n_head_kv)));
   w.set(arch + ".attention.layer_norm_rms_epsilon", gguf::value::f32(1e-5f));
   w.set(arch + ".rope.freq_base", gguf::value::f32(sh->rope_base));
   w.set(arch + ".rope.dimension_count", gguf::value::u32(static_cast<std::uint32_t>(head_dim)));
+  w.set(arch + ".attention.key_length", gguf::value::u32(static_cast<std::uint32_t>(head_dim)));
+  w.set(arch + ".attention.value_length", gguf::value::u32(static_cast<std::uint32_t>(head_dim)));
+  if (sh->n_expert > 0) {
+    w.set(arch + ".expert_count", gguf::value::u32(static_cast<std::uint32_t>(sh->n_expert)));
+    w.set(arch + ".expert_used_count", gguf::value::u32(static_cast<std::uint32_t>(sh->n_used)));
+    w.set(arch + ".expert_feed_forward_length", gguf::value::u32(static_cast<std::uint32_t>(sh->n_ff_exp)));
+  }
   for (const auto& kv : vocab->meta().entries()) {
     if (kv.key.starts_with("tokenizer.")) w.set(std::string(kv.key), kv.val);
   }
@@ -200,6 +228,15 @@ int run_mkmodel(const std::vector<std::string>& argv) {
     if (!r) std::fprintf(stderr, "spitectl mkmodel: %s: %s\n", name.c_str(), r.err().message.c_str());
     return r.ok();
   };
+  // {cols, rows, n} stacks (expert weights): n matrices of rows x cols, one after the other.
+  const auto add3 = [&](const std::string& name, tensor_type t, std::int64_t cols, std::int64_t rows, std::int64_t n) -> bool {
+    if (!gguf::row_bytes(t, cols)) t = tensor_type::q8_0;
+    if (!gguf::row_bytes(t, cols)) t = tensor_type::f16;
+    const std::int64_t shape3[] = {cols, rows, n};
+    auto r = w.add_tensor(name, t, shape3, random_tensor(t, cols, rows * n, stddev, ++tensor_seed));
+    if (!r) std::fprintf(stderr, "spitectl mkmodel: %s: %s\n", name.c_str(), r.err().message.c_str());
+    return r.ok();
+  };
   const auto add_norm = [&](const std::string& name, std::int64_t n) {
     const std::int64_t shape1[] = {n};
     return w.add_tensor(name, tensor_type::f32, shape1, ones(n)).ok();
@@ -209,23 +246,32 @@ int run_mkmodel(const std::vector<std::string>& argv) {
     return w.add_tensor(name, tensor_type::f32, shape1, random_tensor(tensor_type::f32, n, 1, stddev, ++tensor_seed)).ok();
   };
   const auto t = [&](std::string_view tensor, std::int64_t layer) {
-    return type_for(choice->mix, choice->base, tensor, layer, sh->n_layer);
+    return type_for(choice->mix, choice->base, tensor, layer, n_layer);
   };
   bool ok = add("token_embd.weight", t("token_embd", 0), sh->n_embd, n_vocab) && add_norm("output_norm.weight", sh->n_embd);
   if (!sh->tied_output) ok = ok && add("output.weight", t("output", 0), sh->n_embd, n_vocab);
-  for (std::int64_t l = 0; ok && l < sh->n_layer; ++l) {
+  for (std::int64_t l = 0; ok && l < n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     const std::int64_t q = sh->n_head * head_dim, kv = sh->n_head_kv * head_dim;
     ok = add_norm(p + "attn_norm.weight", sh->n_embd) && add(p + "attn_q.weight", t("attn_q", l), sh->n_embd, q) &&
          add(p + "attn_k.weight", t("attn_k", l), sh->n_embd, kv) && add(p + "attn_v.weight", t("attn_v", l), sh->n_embd, kv) &&
-         add(p + "attn_output.weight", t("attn_output", l), q, sh->n_embd) && add_norm(p + "ffn_norm.weight", sh->n_embd) &&
-         add(p + "ffn_gate.weight", t("ffn_gate", l), sh->n_embd, sh->n_ff) &&
-         add(p + "ffn_up.weight", t("ffn_up", l), sh->n_embd, sh->n_ff) &&
-         add(p + "ffn_down.weight", t("ffn_down", l), sh->n_ff, sh->n_embd);
+         add(p + "attn_output.weight", t("attn_output", l), q, sh->n_embd) && add_norm(p + "ffn_norm.weight", sh->n_embd);
+    if (ok && sh->qk_norm) ok = add_norm(p + "attn_q_norm.weight", head_dim) && add_norm(p + "attn_k_norm.weight", head_dim);
+    if (ok && sh->n_expert > 0) {
+      const std::int64_t X = sh->n_expert, F = sh->n_ff_exp;
+      ok = add(p + "ffn_gate_inp.weight", t("ffn_gate_inp", l), sh->n_embd, X) &&
+           add3(p + "ffn_gate_exps.weight", t("ffn_gate_exps", l), sh->n_embd, F, X) &&
+           add3(p + "ffn_up_exps.weight", t("ffn_up_exps", l), sh->n_embd, F, X) &&
+           add3(p + "ffn_down_exps.weight", t("ffn_down_exps", l), F, sh->n_embd, X);
+    } else if (ok) {
+      ok = add(p + "ffn_gate.weight", t("ffn_gate", l), sh->n_embd, sh->n_ff) &&
+           add(p + "ffn_up.weight", t("ffn_up", l), sh->n_embd, sh->n_ff) &&
+           add(p + "ffn_down.weight", t("ffn_down", l), sh->n_ff, sh->n_embd);
+    }
     if (ok && sh->qkv_bias) {
       ok = add_bias(p + "attn_q.bias", q) && add_bias(p + "attn_k.bias", kv) && add_bias(p + "attn_v.bias", kv);
     }
-    std::fprintf(stderr, "\rspitectl mkmodel: layer %lld/%lld", static_cast<long long>(l + 1), static_cast<long long>(sh->n_layer));
+    std::fprintf(stderr, "\rspitectl mkmodel: layer %lld/%lld", static_cast<long long>(l + 1), static_cast<long long>(n_layer));
   }
   std::fprintf(stderr, "\n");
   if (!ok) return exit_failure;

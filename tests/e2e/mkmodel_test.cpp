@@ -38,6 +38,37 @@ TEST_CASE("mkmodel writes a loadable model with the Q4_K_M mix and the vocabular
   CHECK(run.exit_code == 0);
 }
 
+TEST_CASE("mkmodel writes mixture-of-experts shapes (qwen3moe: 3-D expert stacks, an F32 router, QK-norm) and shorter ones") {
+  temp_dir dir;
+  const std::string out = (dir.path() / "moe.gguf").string();
+  const std::string vocab = shared_path("models/vocab/ggml-vocab-llama-spm.gguf").string();
+  const auto r = run_process({SPITECTL_PATH, "mkmodel", "--shape", "moe-small", "--type", "Q4_K_M", "--vocab", vocab, "--out", out,
+                              "--layers", "2"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = spite::gguf::file::open(out);
+  REQUIRE(f.ok());
+  CHECK(f->meta().get_string("general.architecture") == "qwen3moe");
+  CHECK(f->meta().get_uint("qwen3moe.block_count") == 2u);
+  CHECK(f->meta().get_uint("qwen3moe.expert_count") == 8u);
+  CHECK(f->meta().get_uint("qwen3moe.expert_used_count") == 2u);
+  const auto* gate = f->find_tensor("blk.1.ffn_gate_exps.weight");
+  REQUIRE(gate != nullptr);
+  CHECK(gate->n_dims == 3);
+  CHECK((gate->ne[0] == 512 && gate->ne[1] == 256 && gate->ne[2] == 8));
+  CHECK(spite::gguf::type_name(gate->type) == "Q4_K");
+  CHECK(spite::gguf::type_name(f->find_tensor("blk.0.ffn_gate_inp.weight")->type) == "F32");
+  CHECK(spite::gguf::type_name(f->find_tensor("blk.1.ffn_down_exps.weight")->type) == "Q6_K");  // as ffn_down: the last eighth
+  CHECK(f->find_tensor("blk.0.attn_q_norm.weight") != nullptr);
+  const auto run = run_process({SPITECTL_PATH, "run", "--local", "--model", out, "--prompt", "Hello", "-n", "4", "--temperature", "0"});
+  INFO(run.err);
+  CHECK(run.exit_code == 0);
+  const auto too_many = run_process({SPITECTL_PATH, "mkmodel", "--shape", "moe-small", "--type", "Q4_0", "--vocab", vocab, "--out",
+                                     out, "--layers", "9"});
+  CHECK(too_many.exit_code != 0);
+  CHECK_THAT(too_many.err, Catch::Contains("--layers must be 1..4"));
+}
+
 TEST_CASE("mkmodel falls back like llama.cpp where rows do not hold whole k-quant blocks") {
   temp_dir dir;
   const std::string out = (dir.path() / "s15.gguf").string();

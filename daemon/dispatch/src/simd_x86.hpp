@@ -316,6 +316,7 @@ const q8_0_tiles* avx512_q8_0_tiles();
 
 // simd_x86_float.cpp
 void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+void matmul_f32(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_bf16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_kquants.cpp

@@ -1,9 +1,10 @@
-// AVX2 / FMA / F16C version of the F16-weight matmul of cpu_matmul.cpp (the reference's GEMM
-// path: 16 lanes of fused multiply-adds, reduced as reduce16; its vector dot product for
-// matrices it does not take through the GEMM: 64-element blocks into four 16-lane groups, the
-// tail added in double). Weights are widened 8 at a time with F16C, activations rounded to f16
-// the same way the reference rounds them; every lane sees the same operations in the same
-// order, so the bits are the reference's.
+// AVX2 / FMA / F16C versions of the F16- and F32-weight matmuls of cpu_matmul.cpp (the
+// reference's GEMM path: 16 lanes of fused multiply-adds, reduced as reduce16; its vector dot
+// product for matrices it does not take through the GEMM: 64-element blocks into four 16-lane
+// groups, the tail added in double for f16's exact products, fused into the float sum for
+// f32). F16 weights are widened 8 at a time with F16C, activations rounded to f16 the same way
+// the reference rounds them; every lane sees the same operations in the same order, so the bits
+// are the reference's.
 
 // GCC 12's AVX-512 headers warn about their own _mm512_undefined values (a false positive).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -12,6 +13,8 @@
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
+#include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "cpu_kernels.hpp"
@@ -24,14 +27,15 @@ namespace {
 SPITE_AVX2 inline __m256 widen8(const std::uint16_t* h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
+SPITE_AVX2 inline __m256 widen8(const float* f) { return _mm256_loadu_ps(f); }
 
 
-// GEMM path, R rows x K activation rows; n % 16 == 0.
-template <int R, int K>
-SPITE_AVX2 void f16_gemm_tile(const weight& w, std::int64_t o, const float* xs, std::int64_t t0, float* y) {
+// GEMM path, R rows x K activation rows; n % 16 == 0. T: the weights' element (f16 bits or float).
+template <class T, int R, int K>
+SPITE_AVX2 void gemm_tile(const weight& w, std::int64_t o, const float* xs, std::int64_t t0, float* y) {
   const std::int64_t n = w.in;
-  const std::uint16_t* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const std::uint16_t*>(w.row(o + r));
+  const T* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const T*>(w.row(o + r));
   __m256 lo[R][K], hi[R][K];
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) lo[r][k] = hi[r][k] = _mm256_setzero_ps();
@@ -59,18 +63,23 @@ SPITE_AVX2 void f16_gemm_tile(const weight& w, std::int64_t o, const float* xs, 
 // The same with AVX-512: one register holds the 16 lanes.
 #define SPITE_AVX512F __attribute__((target("avx2,fma,f16c,avx512f")))
 
-template <int R, int K>
-SPITE_AVX512F void f16_gemm_tile_512(const weight& w, std::int64_t o, const float* xs, std::int64_t t0, float* y) {
+SPITE_AVX512F inline __m512 widen16(const std::uint16_t* h) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
+}
+SPITE_AVX512F inline __m512 widen16(const float* f) { return _mm512_loadu_ps(f); }
+
+template <class T, int R, int K>
+SPITE_AVX512F void gemm_tile_512(const weight& w, std::int64_t o, const float* xs, std::int64_t t0, float* y) {
   const std::int64_t n = w.in;
-  const std::uint16_t* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const std::uint16_t*>(w.row(o + r));
+  const T* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const T*>(w.row(o + r));
   __m512 acc[R][K];
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) acc[r][k] = _mm512_setzero_ps();
   }
   for (std::int64_t i = 0; i < n; i += 16) {
     for (int r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + i)));
+      const __m512 wv = widen16(rows[r] + i);
       for (int k = 0; k < K; ++k) acc[r][k] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xs + (t0 + k) * n + i), acc[r][k]);
     }
   }
@@ -84,8 +93,10 @@ SPITE_AVX512F void f16_gemm_tile_512(const weight& w, std::int64_t o, const floa
 }
 
 // Vector dot product path (any n): 64-element blocks into four 16-lane groups, combined as
-// (g0 + g2) + (g1 + g3), reduced; the tail's exact products added in double.
-SPITE_AVX2 float f16_vec_dot(const std::uint16_t* wrow, const float* x, std::int64_t n) {
+// (g0 + g2) + (g1 + g3), reduced; the tail's exact f16 products added in double, f32 ones
+// fused into the float sum.
+template <class T>
+SPITE_AVX2 float vec_dot(const T* wrow, const float* x, std::int64_t n) {
   const std::int64_t np = n & ~std::int64_t{63};
   double sum = 0.0;
   if (np > 0) {
@@ -106,21 +117,33 @@ SPITE_AVX2 float f16_vec_dot(const std::uint16_t* wrow, const float* x, std::int
     }
     sum = reduce16(lanes);
   }
-  for (std::int64_t i = np; i < n; ++i) sum += static_cast<double>(_cvtsh_ss(wrow[i]) * x[i]);
-  return static_cast<float>(sum);
+  if constexpr (std::is_same_v<T, float>) {
+    auto f = static_cast<float>(sum);
+    for (std::int64_t i = np; i < n; ++i) f = std::fma(wrow[i], x[i], f);
+    return f;
+  } else {
+    for (std::int64_t i = np; i < n; ++i) sum += static_cast<double>(_cvtsh_ss(wrow[i]) * x[i]);
+    return static_cast<float>(sum);
+  }
 }
 
-void matmul_f16_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  std::vector<float> xs(static_cast<std::size_t>(w.in * n_tokens));
-  fast_math()->round_f16(x, xs.data(), w.in * n_tokens);  // present wherever this file's kernels are
+template <class T>
+void matmul_float_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  std::vector<float> rounded;
+  const float* xs = x;
+  if constexpr (!std::is_same_v<T, float>) {
+    rounded.resize(static_cast<std::size_t>(w.in * n_tokens));
+    fast_math()->round_f16(x, rounded.data(), w.in * n_tokens);  // present wherever this file's kernels are
+    xs = rounded.data();
+  }
   // As cpu_matmul.cpp: the reference's GEMM takes row counts that are a multiple of 4 and
   // contiguous activations; the rest go through its vector dot product.
   const bool gemm = !w.no_gemm && w.out % 4 == 0 && w.in % 16 == 0;
   if (!gemm) {
     pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
       for (std::int64_t o = begin; o < end; ++o) {
-        const auto* row = reinterpret_cast<const std::uint16_t*>(w.row(o));
-        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * w.out + o] = f16_vec_dot(row, xs.data() + t * w.in, w.in);
+        const auto* row = reinterpret_cast<const T*>(w.row(o));
+        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * w.out + o] = vec_dot(row, xs + t * w.in, w.in);
       }
     });
     return;
@@ -130,15 +153,15 @@ void matmul_f16_impl(const weight& w, const float* x, std::int64_t n_tokens, flo
     for (std::int64_t g = begin; g < end; ++g) {
       std::int64_t t = 0;
       if (avx512) {
-        for (; t + 4 <= n_tokens; t += 4) f16_gemm_tile_512<4, 4>(w, 4 * g, xs.data(), t, y);
+        for (; t + 4 <= n_tokens; t += 4) gemm_tile_512<T, 4, 4>(w, 4 * g, xs, t, y);
       }
       if (n_tokens >= 4) {
         for (; t + 4 <= n_tokens; t += 4) {
-          f16_gemm_tile<2, 4>(w, 4 * g, xs.data(), t, y);
-          f16_gemm_tile<2, 4>(w, 4 * g + 2, xs.data(), t, y);
+          gemm_tile<T, 2, 4>(w, 4 * g, xs, t, y);
+          gemm_tile<T, 2, 4>(w, 4 * g + 2, xs, t, y);
         }
       }
-      for (; t < n_tokens; ++t) f16_gemm_tile<4, 1>(w, 4 * g, xs.data(), t, y);
+      for (; t < n_tokens; ++t) gemm_tile<T, 4, 1>(w, 4 * g, xs, t, y);
     }
   });
 }
@@ -213,7 +236,11 @@ void matmul_bf16(const weight& w, const float* x, std::int64_t n_tokens, float* 
 }
 
 void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  matmul_f16_impl(w, x, n_tokens, y, pool);
+  matmul_float_impl<std::uint16_t>(w, x, n_tokens, y, pool);
+}
+
+void matmul_f32(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_float_impl<float>(w, x, n_tokens, y, pool);
 }
 
 }  // namespace spite::dispatch::cpu::x86
