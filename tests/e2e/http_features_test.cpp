@@ -112,7 +112,9 @@ TEST_CASE("embedding requests beyond the model's bound get 429 at once, and othe
   // Two large requests: one runs, one waits (the bound); a third gets 429 with Retry-After
   // instead of taking one more of the server's handler threads.
   const std::string sentence = "Once upon a time there was a little girl who lived in a village near the forest, and every day";
-  const json large = {{"model", "stories"}, {"input", json(std::vector<std::string>(60, sentence))}};
+  // Enough work that both are still running 150 ms later on a fast machine (each input is a
+  // forward pass of its own).
+  const json large = {{"model", "stories"}, {"input", json(std::vector<std::string>(600, sentence))}};
   http_response first, second;
   std::atomic<int> finished{0};
   const auto started = std::chrono::steady_clock::now();
