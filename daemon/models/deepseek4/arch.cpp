@@ -162,29 +162,6 @@ result<void> deepseek4_model::forward(forward_context& ctx) const {
   return ok();
 }
 
-// A u32 / f32 key that may also be a per-layer array.
-result<std::vector<float>> per_layer_float(const key_reader& r, std::string_view k, std::int64_t n_layer, std::optional<float> fallback) {
-  std::vector<float> out(static_cast<std::size_t>(n_layer), fallback.value_or(0.0f));
-  const gguf::value* v = r.meta().find(r.key(k));
-  if (v == nullptr) {
-    if (!fallback) return make_error(errc::malformed, "missing key " + r.key(k));
-    return out;
-  }
-  if (const gguf::array_value* a = v->as_array()) {
-    if (static_cast<std::int64_t>(a->size()) < n_layer) return make_error(errc::malformed, r.key(k) + " has fewer entries than layers");
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      const auto e = a->float_at(i);
-      if (!e || !std::isfinite(*e)) return make_error(errc::malformed, r.key(k) + "[" + std::to_string(i) + "] is not a number");
-      out[i] = static_cast<float>(*e);
-    }
-    return out;
-  }
-  const auto e = v->as_float();
-  if (!e || !std::isfinite(*e)) return make_error(errc::malformed, r.key(k) + " is not a number");
-  std::fill(out.begin(), out.end(), static_cast<float>(*e));
-  return out;
-}
-
 result<std::unique_ptr<model>> deepseek4_model::load(const gguf::file& f, const load_options& options) {
   auto hpr = load_common_hparams(f.meta());
   if (!hpr) return std::move(hpr).err();
@@ -212,9 +189,9 @@ result<std::unique_ptr<model>> deepseek4_model::load(const gguf::file& f, const 
     if (!*v) return v->err();
   }
   if (!ratios) return std::move(ratios).err();
-  auto clamp_exp = per_layer_float(r, "swiglu_clamp_exp", L, std::nullopt);
+  auto clamp_exp = r.per_layer_float("swiglu_clamp_exp", L, std::nullopt);
   if (!clamp_exp) return std::move(clamp_exp).err();
-  auto clamp_shexp = per_layer_float(r, "swiglu_clamp_shexp", L, 0.0f);
+  auto clamp_shexp = r.per_layer_float("swiglu_clamp_shexp", L, 0.0f);
   if (!clamp_shexp) return std::move(clamp_shexp).err();
   if (f.meta().find(r.key("swiglu_clamp_shexp")) == nullptr) *clamp_shexp = *clamp_exp;
   const auto hc_eps = f.meta().get_float(r.key("hyper_connection.epsilon"));

@@ -74,6 +74,28 @@ result<std::vector<std::int64_t>> key_reader::per_layer(std::string_view k, std:
   return out;
 }
 
+result<std::vector<float>> key_reader::per_layer_float(std::string_view k, std::int64_t n_layer, std::optional<float> fallback) const {
+  std::vector<float> out(static_cast<std::size_t>(n_layer), fallback.value_or(0.0f));
+  const gguf::value* v = meta_.find(key(k));
+  if (v == nullptr) {
+    if (!fallback) return make_error(errc::malformed, "missing key " + key(k));
+    return out;
+  }
+  if (const gguf::array_value* a = v->as_array()) {
+    if (static_cast<std::int64_t>(a->size()) < n_layer) return make_error(errc::malformed, key(k) + " has fewer entries than layers");
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const auto e = a->float_at(i);
+      if (!e || !std::isfinite(*e)) return make_error(errc::malformed, key(k) + "[" + std::to_string(i) + "] is not a number");
+      out[i] = static_cast<float>(*e);
+    }
+    return out;
+  }
+  const auto e = v->as_float();
+  if (!e || !std::isfinite(*e)) return make_error(errc::malformed, key(k) + " is not a number");
+  std::fill(out.begin(), out.end(), static_cast<float>(*e));
+  return out;
+}
+
 float yarn_attn_factor(float freq_scale, float log_mul, float mscale, float model_attn_factor) {
   const float factor = 1.0f / freq_scale;
   // (the reference's compiler contracts a * b + 1 into fused multiply-adds)

@@ -66,6 +66,8 @@ class key_reader {
   // A u32 or a per-layer array of u32 (some models vary head counts per layer).
   result<std::vector<std::int64_t>> per_layer(std::string_view k, std::int64_t n_layer, std::optional<std::int64_t> fallback,
                                              std::int64_t min, std::int64_t max) const;
+  // The same for an f32 key (finite values; an array may hold more entries than layers).
+  result<std::vector<float>> per_layer_float(std::string_view k, std::int64_t n_layer, std::optional<float> fallback) const;
   const gguf::metadata& meta() const noexcept { return meta_; }
 
  private:
