@@ -10,3 +10,9 @@ spite_add_catch_test(test_cpu_kernels
   SOURCES unit/dispatch/cpu_kernels_test.cpp
   DEPS spite::dispatch)
 target_include_directories(test_cpu_kernels PRIVATE "${PROJECT_SOURCE_DIR}/daemon/dispatch/src")
+
+# Flash attention: its SIMD pieces bit for bit, both algorithms against exact attention.
+spite_add_catch_test(test_flash_attention
+  SOURCES unit/dispatch/flash_attention_test.cpp
+  DEPS spite::dispatch)
+target_include_directories(test_flash_attention PRIVATE "${PROJECT_SOURCE_DIR}/daemon/dispatch/src")

@@ -71,7 +71,9 @@ static void check_position(const std::vector<float>& ours, const nlohmann::json&
 
 // Checks one golden file; `ops` null: the built-in kernels. Returns false when skipped.
 static bool check_golden_file(const nlohmann::json& golden, const std::set<std::string>& families,
-                              std::shared_ptr<const spite::dispatch::op_table> (*make_ops)(const spite::gguf::file&)) {
+                              std::shared_ptr<const spite::dispatch::op_table> (*make_ops)(const spite::gguf::file&),
+                              bool flash_attn = false) {
+  REQUIRE(golden.at("settings").at("flash_attn").get<bool>() == flash_attn);
   if (!families.count(golden.at("arch").get<std::string>())) return false;
   const std::string rel = golden.at("model").get<std::string>();
   fs::path model_path = spite::test::shared_dir() / "models" / rel;
@@ -100,7 +102,7 @@ static bool check_golden_file(const nlohmann::json& golden, const std::set<std::
   const std::int64_t n_vocab = (*model)->hp().n_vocab;
   figures fig;
   for (const auto& run : golden.at("runs")) {
-    auto ctx = spite::executor::context::create(**model, {.n_ctx = 512, .n_threads = 2, .ops = ops});
+    auto ctx = spite::executor::context::create(**model, {.n_ctx = 512, .n_threads = 2, .ops = ops, .flash_attn = flash_attn});
     REQUIRE(ctx.ok());
     const auto tokens = run.at("tokens").get<std::vector<std::int32_t>>();
     CHECK(*(*tok)->tokenize(run.at("prompt").get<std::string>(), {.add_special = true, .parse_special = true}) == tokens);
@@ -136,7 +138,7 @@ static bool check_golden_file(const nlohmann::json& golden, const std::set<std::
   }
   const double top1 = static_cast<double>(fig.top1_agree) / static_cast<double>(fig.positions);
   const double kl = fig.kl_sum / static_cast<double>(fig.positions);
-  std::printf("%-62s %s max_rel_err %.2e  top1 %.4f  mean_kl %.2e  greedy %zu\n", rel.c_str(),
+  std::printf("%s%-62s %s max_rel_err %.2e  top1 %.4f  mean_kl %.2e  greedy %zu\n", flash_attn ? "[fa] " : "", rel.c_str(),
               exact ? "float" : "quant", fig.max_rel_err, top1, kl, fig.greedy_checked);
   if (exact) {
     CHECK(fig.max_rel_err <= 1e-3);
@@ -189,6 +191,24 @@ TEST_CASE("every supported architecture reproduces the reference logits and gree
     CHECK(checked[arch] >= config.value("golden_at_least", config.at("golden").size()));
   }
   CHECK(configured == families);
+}
+
+// With flash attention on, the dumps made with the reference's flash attention (its default):
+// every file there (the float tiny models of every architecture and stories260K) is checked.
+TEST_CASE("with flash attention every architecture reproduces the reference's flash-attention logits",
+          "[golden][logits][flash]") {
+  std::set<std::string> families;
+  for (const spite::models::arch_entry* e : spite::models::architectures()) families.emplace(e->name);
+  std::size_t files = 0, checked = 0;
+  for (const auto& entry : fs::directory_iterator(spite::test::shared_path("golden/logits_fa"))) {
+    ++files;
+    INFO("golden file " << entry.path().filename().string());
+    const bool done = check_golden_file(spite::test::load_json(entry.path()), families, nullptr, true);
+    CHECK(done);
+    if (done) ++checked;
+  }
+  CHECK(files >= 20);
+  CHECK(checked == files);
 }
 
 // The plug-ins this build made for llama/llama3 (AVX-512 rms_norm, swiglu, f32/f16 matmul) in

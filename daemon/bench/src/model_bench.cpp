@@ -102,12 +102,14 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   r.depth = o.depth;
   r.reps = o.reps;
   r.parallel = o.parallel;
+  r.flash_attn = o.flash_attn;
   const std::int32_t n_ctx = std::max(o.n_prompt, o.depth + o.n_gen + 1) + 1;
   if (n_ctx > hp.n_ctx_train && hp.n_ctx_train > 0) {
     return make_error(errc::invalid_argument, "bench: " + std::to_string(n_ctx) + " positions exceed the model's context of " +
                                                   std::to_string(hp.n_ctx_train));
   }
-  auto ctx = executor::context::create(m, {.n_ctx = n_ctx, .n_threads = o.threads, .n_seq_max = o.parallel, .ops = o.ops});
+  auto ctx = executor::context::create(m, {.n_ctx = n_ctx, .n_threads = o.threads, .n_seq_max = o.parallel, .ops = o.ops,
+                                           .flash_attn = o.flash_attn});
   if (!ctx) return std::move(ctx).err();
   r.threads = (*ctx)->n_threads();
   std::mt19937 rng(1234);
@@ -181,6 +183,7 @@ nlohmann::json bench_report::to_json() const {
           {"flops_per_token", flops_per_token},
           {"threads", threads},
           {"parallel", parallel},
+          {"flash_attn", flash_attn},
           {"reps", reps},
           {"n_prompt", n_prompt},
           {"n_gen", n_gen},

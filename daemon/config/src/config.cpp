@@ -416,7 +416,7 @@ result<void> parse_models(const document& doc, const toml::node& n, std::vector<
 
 result<void> parse_inference(const section& s, inference_config& out) {
   SPITE_TRY(s.only_keys({"threads", "n_threads", "n_ctx", "batch_size", "memory_limit_mib", "repack_weights", "prompt_cache",
-                         "pin_threads", "swa_full"}));
+                         "pin_threads", "swa_full", "flash_attn"}));
   if (s.table().get("threads") != nullptr && s.table().get("n_threads") != nullptr) {
     return s.fail(s.table().get("n_threads")->source(), "n_threads", "is an alias of threads; set only one");
   }
@@ -429,6 +429,7 @@ result<void> parse_inference(const section& s, inference_config& out) {
   SPITE_TRY(s.boolean("prompt_cache", out.prompt_cache));
   SPITE_TRY(s.boolean("pin_threads", out.pin_threads));
   SPITE_TRY(s.boolean("swa_full", out.swa_full));
+  SPITE_TRY(s.boolean("flash_attn", out.flash_attn));
   return ok();
 }
 

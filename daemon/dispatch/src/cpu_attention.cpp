@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "attention_mask.hpp"
 #include "cpu_kernels.hpp"
 #include "ref_math.hpp"
 #include "simd_math.hpp"
@@ -46,6 +47,10 @@ float dot_f16(const float* a, const float* b, std::int64_t n, std::int64_t strid
 }  // namespace
 
 void attention(const attention_args& a, thread_pool& pool) {
+  if (a.flash) {
+    flash_attention(a, pool);
+    return;
+  }
   const std::int64_t group = a.n_head / a.n_head_kv;  // consecutive query heads share a kv head
   const std::int64_t kv_stride = a.k_stride > 0 ? a.k_stride : a.n_head_kv * a.head_dim, v_stride = a.v_stride > 0 ? a.v_stride : a.n_head_kv * a.head_dim_v;
   const std::int64_t dk = a.head_dim, dv = a.head_dim_v;
@@ -95,16 +100,10 @@ void attention(const attention_args& a, thread_pool& pool) {
       } else {
         for (std::int64_t d = 0; d < dk; ++d) q[static_cast<std::size_t>(d)] = fp16_to_fp32(fp32_to_fp16(qs[d]));
       }
-      const std::int32_t qp = a.q_pos[t];
       float max = neg_inf;
       for (std::int64_t j = a.n_kv; j < n_kv; ++j) p[static_cast<std::size_t>(j)] = neg_inf;
       for (std::int64_t j = 0; j < a.n_kv; ++j) {
-        const std::int32_t kp = a.kv_pos[j];
-        bool masked = kp > qp || (a.key_allowed != nullptr && a.key_allowed[t * a.n_kv + j] == 0);
-        if (!masked && a.mask.swa_window > 0) {
-          masked = a.mask.swa_chunked ? kp < (qp / a.mask.swa_window) * a.mask.swa_window : qp - kp >= a.mask.swa_window;
-        }
-        if (masked) {
+        if (key_masked(a, t, j)) {
           p[static_cast<std::size_t>(j)] = neg_inf;
           continue;
         }

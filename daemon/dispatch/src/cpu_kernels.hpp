@@ -10,6 +10,8 @@ void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, th
 void generic_matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void rms_norm(const float* x, const float* w, float* y, std::int64_t n, std::int64_t rows, float eps);
 void attention(const attention_args& args, thread_pool& pool);
+// Online-softmax attention (args.flash), as the reference's flash attention computes it.
+void flash_attention(const attention_args& args, thread_pool& pool);
 void rope(const rope_args& args);
 void swiglu(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows);
 void geglu(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows);

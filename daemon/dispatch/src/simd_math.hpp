@@ -1,6 +1,7 @@
-// SIMD twins of scalar pieces of the reference ops (cpu_attention.cpp, cpu_ops.cpp) that give
-// the same bits: the 16-lane f16 dot product, f16 widening and rounding, the vector exp of a
-// 16-key chunk and SwiGLU over 16 elements. Null where the processor lacks AVX2 / FMA / F16C
+// SIMD twins of scalar pieces of the reference ops (cpu_attention.cpp, cpu_flash_attention.cpp,
+// cpu_ops.cpp) that give the same bits: the 16-lane f16 dot product, f16 widening and rounding,
+// the vector exp of a 16-key chunk, SwiGLU over 16 elements, f16 accumulators and the
+// fused-multiply-add GEMM of flash attention's tiles. Null where the processor lacks AVX2 / FMA / F16C
 // (simd_x86_math.cpp).
 #pragma once
 
@@ -20,6 +21,18 @@ struct simd_math {
   void (*exp16)(float* chunk, float max);  // chunk[l] = ref_expf(chunk[l] - max), l < 16
   // h[l] = g[l] / (1 + ref_expf(-g[l])) * u[l], l < 16 (ref_silu on a vector lane)
   void (*swiglu16)(const float* g, const float* u, float* h);
+
+  // Flash attention's pieces (cpu_flash_attention.cpp):
+  // The reference's f16 vector dot product: 64-element blocks summed in four groups of 16
+  // lanes, the groups folded (0+2, 1+3, then the two) and reduced as reduce16, the rest added
+  // in double. `a` f16, `b` f16-valued floats, so every product is exact.
+  float (*dot_f16_blocks)(const std::uint16_t* a, const float* b, std::int64_t n);
+  // acc = f16(fma(v, p, acc)) and acc = f16(acc * s), accumulator and v as f16.
+  void (*mad_f16)(std::uint16_t* acc, const std::uint16_t* v, float p, std::int64_t n);
+  void (*scale_f16)(std::uint16_t* acc, float s, std::int64_t n);
+  // c[m x n] += a[m x k] b[k x n], row-major; each element one chain of fused multiply-adds
+  // in k order, starting from its value in c.
+  void (*gemm_acc)(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n);
 };
 
 const simd_math* fast_math();

@@ -318,6 +318,8 @@ const q8_0_tiles* avx512_q8_0_tiles();
 void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_f32(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_bf16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+// The reference's f16 vector dot product (the F16 matmul's one-row path, flash attention's K.q).
+float vec_dot_f16(const std::uint16_t* a, const float* x, std::int64_t n);
 
 // simd_x86_kquants.cpp
 void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -235,6 +235,8 @@ void matmul_bf16(const weight& w, const float* x, std::int64_t n_tokens, float* 
   matmul_bf16_impl(w, x, n_tokens, y, pool);
 }
 
+float vec_dot_f16(const std::uint16_t* a, const float* x, std::int64_t n) { return vec_dot(a, x, n); }
+
 void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   matmul_float_impl<std::uint16_t>(w, x, n_tokens, y, pool);
 }

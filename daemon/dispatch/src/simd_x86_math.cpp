@@ -7,9 +7,11 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "ref_math.hpp"
+#include "simd_x86.hpp"
 
 namespace spite::dispatch::cpu {
 namespace {
@@ -111,12 +113,76 @@ SPITE_AVX2 void swiglu16(const float* g, const float* u, float* h) {
   }
 }
 
+float dot_f16_blocks(const std::uint16_t* a, const float* b, std::int64_t n) { return x86::vec_dot_f16(a, b, n); }
+
+constexpr int k_round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+SPITE_AVX2 void mad_f16(std::uint16_t* acc, const std::uint16_t* v, float p, std::int64_t n) {
+  const __m256 pv = _mm256_set1_ps(p);
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 r = _mm256_fmadd_ps(widen8(v + i), pv, widen8(acc + i));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(acc + i), _mm256_cvtps_ph(r, k_round));
+  }
+  for (; i < n; ++i) acc[i] = _cvtss_sh(std::fma(_cvtsh_ss(v[i]), p, _cvtsh_ss(acc[i])), k_round);
+}
+
+SPITE_AVX2 void scale_f16(std::uint16_t* acc, float s, std::int64_t n) {
+  const __m256 sv = _mm256_set1_ps(s);
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(acc + i), _mm256_cvtps_ph(_mm256_mul_ps(widen8(acc + i), sv), k_round));
+  }
+  for (; i < n; ++i) acc[i] = _cvtss_sh(_cvtsh_ss(acc[i]) * s, k_round);
+}
+
+// A block of R rows x 8*W columns of c kept in registers over the whole k loop.
+template <int R, int W>
+SPITE_AVX2 inline void gemm_block(float* c, const float* a, const float* b, std::int64_t k, std::int64_t n) {
+  __m256 acc[R][W];
+  for (int r = 0; r < R; ++r) {
+    for (int w = 0; w < W; ++w) acc[r][w] = _mm256_loadu_ps(c + r * n + 8 * w);
+  }
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    __m256 bv[W];
+    for (int w = 0; w < W; ++w) bv[w] = _mm256_loadu_ps(b + kk * n + 8 * w);
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_set1_ps(a[r * k + kk]);
+      for (int w = 0; w < W; ++w) acc[r][w] = _mm256_fmadd_ps(av, bv[w], acc[r][w]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int w = 0; w < W; ++w) _mm256_storeu_ps(c + r * n + 8 * w, acc[r][w]);
+  }
+}
+
+template <int R>
+SPITE_AVX2 void gemm_rows(float* c, const float* a, const float* b, std::int64_t k, std::int64_t n) {
+  std::int64_t j = 0;
+  for (; j + 16 <= n; j += 16) gemm_block<R, 2>(c + j, a, b + j, k, n);
+  for (; j + 8 <= n; j += 8) gemm_block<R, 1>(c + j, a, b + j, k, n);
+  for (; j < n; ++j) {
+    for (int r = 0; r < R; ++r) {
+      float s = c[r * n + j];
+      for (std::int64_t kk = 0; kk < k; ++kk) s = std::fma(a[r * k + kk], b[kk * n + j], s);
+      c[r * n + j] = s;
+    }
+  }
+}
+
+SPITE_AVX2 void gemm_acc(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 4 <= m; i += 4) gemm_rows<4>(c + i * n, a + i * k, b, k, n);
+  for (; i < m; ++i) gemm_rows<1>(c + i * n, a + i * k, b, k, n);
+}
+
 bool usable() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
-constexpr simd_math k_avx2{dot16, dot16_h, axpy_h, widen, round_f16, exp16, swiglu16};
+constexpr simd_math k_avx2{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
+                           swiglu16, dot_f16_blocks, mad_f16, scale_f16, gemm_acc};
 
 }  // namespace
 

@@ -10,6 +10,7 @@ result<std::unique_ptr<context>> context::create(const models::model& m, const c
   std::unique_ptr<context> c(new context(m, options.n_threads));
   const kv_layout layout = kv_layout_for(m, options);
   c->n_ctx_ = layout.n_ctx;
+  c->flash_attn_ = options.flash_attn;
   auto kv = make_kv_memory(kv_kind_for(m, options), layout);
   if (!kv) return std::move(kv).err();
   c->kv_ = std::move(*kv);
@@ -52,6 +53,7 @@ result<std::span<const float>> context::decode(const batch& b, const models::lor
     ops = ops_;
   }
   models::forward_context ctx{*ops, pool_, view, *kv_, logits_.data(), loras, hidden};
+  ctx.flash_attn = flash_attn_;
   SPITE_TRY(model_.forward(ctx));
   return std::span<const float>(logits_);
 }

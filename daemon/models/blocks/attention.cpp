@@ -76,6 +76,7 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
     a.softcap = c.attn_softcap;
     a.sinks = l.sinks.empty() ? nullptr : l.sinks.data();
     a.mask = l.mask;
+    a.flash = ctx.flash_attn;
     ctx.ops.attention(a, ctx.pool);
     for (std::int64_t i = 0; i < m; ++i) {
       const std::int64_t t = rows[static_cast<std::size_t>(i)];

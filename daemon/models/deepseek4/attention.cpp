@@ -239,6 +239,7 @@ result<void> attention(forward_context& ctx, const layer& l, const dims& d, int 
     a.scale = 1.0f / std::sqrt(static_cast<float>(D));
     a.sinks = l.sinks.data();
     a.key_allowed = allowed.data();
+    a.flash = ctx.flash_attn;
     ctx.ops.attention(a, ctx.pool);
     for (std::int64_t r = 0; r < m; ++r) std::copy_n(os.data() + r * H * D, H * D, o.data() + rows[static_cast<std::size_t>(r)] * H * D);
   }

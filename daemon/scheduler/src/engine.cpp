@@ -302,7 +302,7 @@ result<std::unique_ptr<engine>> engine::create(const models::model& model, std::
   auto p = std::make_unique<impl>(model, std::move(tok), options);
   auto ctx = executor::context::create(model, {.n_ctx = options.n_ctx, .n_threads = options.threads,
                                                .n_seq_max = options.max_concurrent, .swa_full = options.swa_full,
-                                               .ops = options.ops});
+                                               .ops = options.ops, .flash_attn = options.flash_attn});
   if (!ctx) return std::move(ctx).err();
   p->ctx = std::move(*ctx);
   p->slots.resize(static_cast<std::size_t>(options.max_concurrent));

@@ -119,6 +119,7 @@ daemon::service_options service_options_from(const config::daemon_config& cfg, c
   options.queue_size = static_cast<int>(cfg.server.queue_size);
   options.prompt_cache = cfg.inference.prompt_cache;
   options.swa_full = cfg.inference.swa_full;
+  options.flash_attn = cfg.inference.flash_attn;
   options.n_ctx = static_cast<std::int32_t>(cfg.inference.n_ctx);
   options.max_tokens = static_cast<std::int32_t>(cfg.server.max_tokens);
   options.memory_limit = cfg.inference.memory_limit_mib << 20;

@@ -166,6 +166,7 @@ result<std::shared_ptr<loaded_model>> service::load(const model_spec& spec, bool
   auto m = std::make_shared<loaded_model>();
   m->spec = spec;
   m->on_demand = on_demand;
+  m->flash_attn = opts.flash_attn;
   m->file = std::move(*file);
   const std::int32_t n_ctx = spec.n_ctx > 0 ? spec.n_ctx : opts.n_ctx;
   auto model = models::load_model(m->file, {.n_ctx = n_ctx});
@@ -229,7 +230,7 @@ result<std::shared_ptr<loaded_model>> service::load(const model_spec& spec, bool
   auto engine = scheduler::engine::create(*m->model, m->tok,
                                           {.max_concurrent = opts.max_concurrent, .queue_size = opts.queue_size,
                                            .n_ctx = n_ctx, .threads = opts.threads, .prompt_cache = opts.prompt_cache,
-                                           .swa_full = opts.swa_full,
+                                           .swa_full = opts.swa_full, .flash_attn = opts.flash_attn,
                                            .ops = ops, .loras = m->loras});
   if (!engine) return std::move(engine).err().with_context(spec.path);
   m->engine = std::move(*engine);

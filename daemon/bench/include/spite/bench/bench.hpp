@@ -34,6 +34,7 @@ struct bench_options {
   int reps = 3;
   int parallel = 1;             // sequences decoding together
   bool probes = true;           // measure bandwidth and peak FLOP/s too
+  bool flash_attn = false;      // attention through the online-softmax kernel
   std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in kernels
   std::function<bool()> cancelled;                // polled between steps
 };
@@ -44,6 +45,7 @@ struct bench_report {
   std::uint64_t bytes_per_token = 0;     // weights one decode step reads
   double flops_per_token = 0;            // matmul FLOPs of one prefill token
   int threads = 0, parallel = 1, reps = 0;
+  bool flash_attn = false;
   std::int32_t n_prompt = 0, n_gen = 0, depth = 0;
   double load_s = 0;                     // filled by the caller that loaded the model
   std::uint64_t rss_bytes = 0;

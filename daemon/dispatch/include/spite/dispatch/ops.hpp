@@ -42,6 +42,10 @@ struct attention_args {
   attention_mask mask;
   // [n_tokens, n_kv] or null: 0 masks key i for query t as well (sparse attention's selection).
   const std::uint8_t* key_allowed = nullptr;
+  // Flash attention: an online softmax over tiles of keys, never the whole row of scores, with
+  // the reference's flash-attention arithmetic (f16 accumulator for short batches, f32 tiles
+  // for batches of 64 queries and more); off: the reference's attention without it.
+  bool flash = false;
 };
 
 struct rope_args {

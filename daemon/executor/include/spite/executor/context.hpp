@@ -45,6 +45,8 @@ struct context_options {
   bool swa_full = false;
   std::int32_t max_batch = 512;  // tokens of one sequence per decode call
   std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in CPU kernels
+  // Flash attention (an online softmax over tiles of keys) in place of the full score rows.
+  bool flash_attn = false;
 };
 
 class context {
@@ -78,6 +80,7 @@ class context {
   thread_pool pool_;
   std::unique_ptr<kv_memory> kv_;
   std::int32_t n_ctx_ = 0;
+  bool flash_attn_ = false;
   std::vector<float> logits_;
   std::mutex ops_mutex_;
   std::shared_ptr<const dispatch::op_table> ops_;

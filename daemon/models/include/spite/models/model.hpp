@@ -79,6 +79,7 @@ struct forward_context {
   // Sparse attention's last choice of keys per sequence ([queries, cached keys], 1 = attend),
   // for the later layers that reuse it (GLM-5's shared indexers).
   std::map<std::int32_t, std::vector<std::uint8_t>> key_selection;
+  bool flash_attn = false;  // attention through the online-softmax kernel (attention_args::flash)
 };
 
 struct load_options {

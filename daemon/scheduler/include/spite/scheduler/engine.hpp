@@ -60,6 +60,7 @@ struct engine_options {
   // longest prefix with it (multi-turn chat, shared system prompts), evaluating only the rest.
   bool prompt_cache = true;
   bool swa_full = false;  // sliding-window layers keep the whole context (else a ring, see executor)
+  bool flash_attn = false;  // see executor::context_options
   std::shared_ptr<const dispatch::op_table> ops;
   std::shared_ptr<const models::lora_set> loras;  // applied to every step; null: none
 };

@@ -1,0 +1,251 @@
+// Flash attention over the F16 KV cache: an online softmax (running maximum and sum, the
+// output rescaled when the maximum grows), never the whole row of scores. Two algorithms, as
+// the reference engine has them, with its arithmetic so that its flash-attention logits are
+// reproduced:
+// - short batches (fewer than 64 queries, decode): one key at a time, the query rounded to
+//   f16, the f16 vector dot product, the output accumulated in f16;
+// - batches of 64 queries or more: tiles of 64 queries x 64 keys, scores and the weighted sum
+//   of values as f32 fused-multiply-add GEMMs, exp over 16-key chunks summed in double.
+// Work is split over (head, query) or (head, query tile); every result is independent of the
+// thread count.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attention_mask.hpp"
+#include "cpu_kernels.hpp"
+#include "ref_math.hpp"
+#include "simd_math.hpp"
+#include "spite/core/half.hpp"
+
+namespace spite::dispatch::cpu {
+namespace {
+
+constexpr std::int64_t k_tile = 64;  // queries and keys per tile
+constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+// Each piece: the SIMD twin where the processor has one, else the same arithmetic in scalar.
+float dot_f16_blocks(const simd_math* simd, const std::uint16_t* a, const float* b, std::int64_t n) {
+  if (simd != nullptr) return simd->dot_f16_blocks(a, b, n);
+  const std::int64_t np = n & ~std::int64_t{63};
+  double sum = 0.0;
+  if (np > 0) {
+    float acc[4][16] = {};
+    for (std::int64_t i = 0; i < np; ++i) acc[(i / 16) % 4][i % 16] += fp16_to_fp32(a[i]) * b[i];
+    for (int l = 0; l < 16; ++l) acc[0][l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    sum = reduce16(acc[0]);
+  }
+  for (std::int64_t i = np; i < n; ++i) sum += static_cast<double>(fp16_to_fp32(a[i]) * b[i]);
+  return static_cast<float>(sum);
+}
+
+void mad_f16(const simd_math* simd, std::uint16_t* acc, const std::uint16_t* v, float p, std::int64_t n) {
+  if (simd != nullptr) return simd->mad_f16(acc, v, p, n);
+  for (std::int64_t i = 0; i < n; ++i) acc[i] = fp32_to_fp16(std::fma(fp16_to_fp32(v[i]), p, fp16_to_fp32(acc[i])));
+}
+
+void scale_f16(const simd_math* simd, std::uint16_t* acc, float s, std::int64_t n) {
+  if (simd != nullptr) return simd->scale_f16(acc, s, n);
+  for (std::int64_t i = 0; i < n; ++i) acc[i] = fp32_to_fp16(fp16_to_fp32(acc[i]) * s);
+}
+
+void gemm_acc(const simd_math* simd, float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n) {
+  if (simd != nullptr) return simd->gemm_acc(c, a, b, m, k, n);
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      float s = c[i * n + j];
+      for (std::int64_t kk = 0; kk < k; ++kk) s = std::fma(a[i * k + kk], b[kk * n + j], s);
+      c[i * n + j] = s;
+    }
+  }
+}
+
+void widen(const simd_math* simd, const std::uint16_t* h, float* out, std::int64_t n) {
+  if (simd != nullptr) return simd->widen(h, out, n);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+}
+
+struct shape {
+  std::int64_t group, dk, dv, k_stride, v_stride;
+  float scale;  // applied before the soft cap, which the reference folds into it
+};
+
+shape shape_of(const attention_args& a) {
+  shape s{};
+  s.group = a.n_head / a.n_head_kv;  // consecutive query heads share a kv head
+  s.dk = a.head_dim;
+  s.dv = a.head_dim_v;
+  s.k_stride = a.k_stride > 0 ? a.k_stride : a.n_head_kv * a.head_dim;
+  s.v_stride = a.v_stride > 0 ? a.v_stride : a.n_head_kv * a.head_dim_v;
+  s.scale = a.softcap > 0.0f ? a.scale / a.softcap : a.scale;
+  return s;
+}
+
+// The sink's logit joins the denominator only; then the output is normalised.
+void finish(const attention_args& a, std::int64_t h, float m, float s, float* out, std::int64_t dv) {
+  if (a.sinks != nullptr) {
+    const float sink = a.sinks[h];
+    float ms = 1.0f, vs = 1.0f;
+    if (sink > m) {
+      ms = std::exp(m - sink);
+      for (std::int64_t d = 0; d < dv; ++d) out[d] *= ms;
+    } else {
+      vs = std::exp(sink - m);
+    }
+    s = std::fma(s, ms, vs);
+  }
+  const float inv = s == 0.0f ? 0.0f : 1.0f / s;
+  for (std::int64_t d = 0; d < dv; ++d) out[d] *= inv;
+}
+
+// One query row of one head, key by key.
+struct row_scratch {
+  std::vector<float> q;
+  std::vector<std::uint16_t> acc;
+};
+
+void attend_row(const attention_args& a, const shape& sh, const simd_math* simd, std::int64_t t, std::int64_t h,
+                row_scratch& w) {
+  const std::int64_t hk = h / sh.group;
+  const float* qs = a.q + (t * a.n_head + h) * sh.dk;
+  w.q.resize(static_cast<std::size_t>(sh.dk));
+  if (simd != nullptr) {
+    simd->round_f16(qs, w.q.data(), sh.dk);
+  } else {
+    for (std::int64_t d = 0; d < sh.dk; ++d) w.q[static_cast<std::size_t>(d)] = fp16_to_fp32(fp32_to_fp16(qs[d]));
+  }
+  w.acc.assign(static_cast<std::size_t>(sh.dv), 0);
+  float s_sum = 0.0f, m = neg_inf;
+  for (std::int64_t j = 0; j < a.n_kv; ++j) {
+    if (key_masked(a, t, j)) continue;
+    float s = dot_f16_blocks(simd, a.k + j * sh.k_stride + hk * sh.dk, w.q.data(), sh.dk) * sh.scale;
+    if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);
+    float ms = 1.0f, vs = 1.0f;
+    if (s > m) {
+      ms = std::exp(m - s);
+      m = s;
+      scale_f16(simd, w.acc.data(), ms, sh.dv);
+    } else {
+      vs = std::exp(s - m);
+    }
+    mad_f16(simd, w.acc.data(), a.v + j * sh.v_stride + hk * sh.dv, vs, sh.dv);
+    s_sum = std::fma(s_sum, ms, vs);
+  }
+  float* out = a.out + (t * a.n_head + h) * sh.dv;
+  widen(simd, w.acc.data(), out, sh.dv);
+  finish(a, h, m, s_sum, out, sh.dv);
+}
+
+// Up to 64 query rows of one head against the keys 64 at a time.
+struct tile_scratch {
+  std::vector<float> q, kt, v, kq, out, s, m;
+  std::vector<char> skip;
+};
+
+void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd, std::int64_t t0, std::int64_t rows,
+                 std::int64_t h, tile_scratch& w) {
+  const std::int64_t hk = h / sh.group, dk = sh.dk, dv = sh.dv;
+  w.q.resize(static_cast<std::size_t>(rows * dk));
+  for (std::int64_t r = 0; r < rows; ++r) std::copy_n(a.q + ((t0 + r) * a.n_head + h) * dk, dk, w.q.data() + r * dk);
+  w.kt.resize(static_cast<std::size_t>(dk * k_tile));
+  w.v.resize(static_cast<std::size_t>(k_tile * dv));
+  w.kq.resize(static_cast<std::size_t>(rows * k_tile));
+  w.out.assign(static_cast<std::size_t>(rows * dv), 0.0f);
+  w.s.assign(static_cast<std::size_t>(rows), 0.0f);
+  w.m.assign(static_cast<std::size_t>(rows), neg_inf);
+  w.skip.resize(static_cast<std::size_t>(rows));
+  std::vector<float> row(static_cast<std::size_t>(std::max(dk, dv)));
+  for (std::int64_t c = 0; c < a.n_kv; c += k_tile) {
+    const std::int64_t n_keys = std::min(k_tile, a.n_kv - c);
+    // Keys no row of the tile may see are skipped whole.
+    bool any = false;
+    for (std::int64_t r = 0; r < rows && !any; ++r) {
+      for (std::int64_t j = 0; j < n_keys && !any; ++j) any = !key_masked(a, t0 + r, c + j);
+    }
+    if (!any) continue;
+    // Keys transposed ([dk][64 keys]) so that the scores of 8 or 16 keys form one vector.
+    for (std::int64_t j = 0; j < k_tile; ++j) {
+      if (j < n_keys) {
+        widen(simd, a.k + (c + j) * sh.k_stride + hk * dk, row.data(), dk);
+      } else {
+        std::fill_n(row.data(), dk, 0.0f);
+      }
+      for (std::int64_t d = 0; d < dk; ++d) w.kt[static_cast<std::size_t>(d * k_tile + j)] = row[static_cast<std::size_t>(d)];
+    }
+    std::fill(w.kq.begin(), w.kq.end(), 0.0f);
+    gemm_acc(simd, w.kq.data(), w.q.data(), w.kt.data(), rows, dk, k_tile);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* kq = w.kq.data() + r * k_tile;
+      for (std::int64_t j = 0; j < k_tile; ++j) {
+        float s = kq[j] * sh.scale;
+        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);
+        kq[j] = j < n_keys && !key_masked(a, t0 + r, c + j) ? s : neg_inf;
+      }
+      const float tile_max = *std::max_element(kq, kq + k_tile);
+      w.skip[static_cast<std::size_t>(r)] = tile_max == neg_inf;
+      if (tile_max == neg_inf) continue;
+      float& m = w.m[static_cast<std::size_t>(r)];
+      float& s_sum = w.s[static_cast<std::size_t>(r)];
+      const float m_new = std::max(m, tile_max);
+      if (m_new > m) {
+        const float ms = std::exp(m - m_new);
+        for (std::int64_t d = 0; d < dv; ++d) w.out[static_cast<std::size_t>(r * dv + d)] *= ms;
+        s_sum *= ms;
+      }
+      m = m_new;
+      double sum = 0.0;
+      for (std::int64_t j = 0; j < k_tile; j += 16) {
+        if (simd != nullptr) {
+          simd->exp16(kq + j, m);
+        } else {
+          for (int l = 0; l < 16; ++l) kq[j + l] = ref_expf(kq[j + l] - m);
+        }
+        sum += reduce16(kq + j);
+      }
+      s_sum = static_cast<float>(static_cast<double>(s_sum) + sum);
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (w.skip[static_cast<std::size_t>(r)]) std::fill_n(w.kq.data() + r * k_tile, k_tile, 0.0f);
+    }
+    for (std::int64_t j = 0; j < k_tile; ++j) {
+      if (j < n_keys) {
+        widen(simd, a.v + (c + j) * sh.v_stride + hk * dv, w.v.data() + j * dv, dv);
+      } else {
+        std::fill_n(w.v.data() + j * dv, dv, 0.0f);
+      }
+    }
+    gemm_acc(simd, w.out.data(), w.kq.data(), w.v.data(), rows, k_tile, dv);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* out = a.out + ((t0 + r) * a.n_head + h) * dv;
+    std::copy_n(w.out.data() + r * dv, dv, out);
+    finish(a, h, w.m[static_cast<std::size_t>(r)], w.s[static_cast<std::size_t>(r)], out, dv);
+  }
+}
+
+}  // namespace
+
+void flash_attention(const attention_args& a, thread_pool& pool) {
+  const shape sh = shape_of(a);
+  const simd_math* simd = fast_math();
+  // The reference tiles batches of at least one tile whose values fill whole 16-lane vectors.
+  const bool tiled = a.n_tokens >= k_tile && sh.dv % 16 == 0;
+  if (!tiled) {
+    pool.parallel_for(a.n_tokens * a.n_head, [&](std::int64_t begin, std::int64_t end, int) {
+      row_scratch w;
+      for (std::int64_t i = begin; i < end; ++i) attend_row(a, sh, simd, i / a.n_head, i % a.n_head, w);
+    });
+    return;
+  }
+  const std::int64_t n_tiles = (a.n_tokens + k_tile - 1) / k_tile;
+  pool.parallel_for(n_tiles * a.n_head, [&](std::int64_t begin, std::int64_t end, int) {
+    tile_scratch w;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t h = i / n_tiles, t0 = (i % n_tiles) * k_tile;
+      attend_tile(a, sh, simd, t0, std::min(k_tile, a.n_tokens - t0), h, w);
+    }
+  });
+}
+
+}  // namespace spite::dispatch::cpu
