@@ -53,12 +53,13 @@ SPITE_AVX2 void q_1_tile(const weight& w, std::int64_t o, const q8_1_batch& xb, 
     if (t0 == 0) ahead.step(b);
     for (int r = 0; r < R; ++r) {
       const __m256i q = unsigned_quants(rows[r][b]);
-      const float dw = _cvtsh_ss(rows[r][b].d), mw = _cvtsh_ss(rows[r][b].m);
+      const float mw = _cvtsh_ss(rows[r][b].m);
+      const __m256 dw = _mm256_set1_ps(_cvtsh_ss(rows[r][b].d));  // the scales' product as a vector multiply
       for (int k = 0; k < K; ++k) {
         const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
         summs[r][k] = std::fma(mw, xb.s[i], summs[r][k]);
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
-        acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb.d[i]), _mm256_cvtepi32_ps(dot_lanes(q, xv)), acc[r][k]);
+        acc[r][k] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&xb.d[i])), _mm256_cvtepi32_ps(dot_lanes(q, xv)), acc[r][k]);
       }
     }
   }
