@@ -137,25 +137,53 @@ void attend_row(const attention_args& a, const shape& sh, const simd_math* simd,
   finish(a, h, m, s_sum, out, sh.dv);
 }
 
+// The keys and values widened to f32 once per call, shared by every head of a group and every
+// query tile: per kv head and tile of 64 keys, the keys transposed ([dk][64], so that the
+// scores of 8 or 16 keys form one vector) and the values as rows ([64][dv]); zeros past n_kv.
+struct widened_kv {
+  std::int64_t n_tiles, dk, dv;
+  std::vector<float> kt, v;
+  std::int64_t at(std::int64_t hk, std::int64_t tile) const { return (hk * n_tiles + tile) * k_tile; }
+  const float* keys(std::int64_t hk, std::int64_t tile) const { return kt.data() + at(hk, tile) * dk; }
+  const float* values(std::int64_t hk, std::int64_t tile) const { return v.data() + at(hk, tile) * dv; }
+};
+
+widened_kv widen_kv(const attention_args& a, const shape& sh, const simd_math* simd, thread_pool& pool) {
+  widened_kv kv{(a.n_kv + k_tile - 1) / k_tile, sh.dk, sh.dv, {}, {}};
+  kv.kt.assign(static_cast<std::size_t>(a.n_head_kv * kv.n_tiles * sh.dk * k_tile), 0.0f);
+  kv.v.assign(static_cast<std::size_t>(a.n_head_kv * kv.n_tiles * k_tile * sh.dv), 0.0f);
+  pool.parallel_for(a.n_head_kv * kv.n_tiles, [&](std::int64_t begin, std::int64_t end, int) {
+    std::vector<float> row(static_cast<std::size_t>(sh.dk));
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t hk = i / kv.n_tiles, tile = i % kv.n_tiles, c = tile * k_tile;
+      float* kt = kv.kt.data() + kv.at(hk, tile) * sh.dk;
+      float* v = kv.v.data() + kv.at(hk, tile) * sh.dv;
+      for (std::int64_t j = 0; j < std::min(k_tile, a.n_kv - c); ++j) {
+        widen(simd, a.k + (c + j) * sh.k_stride + hk * sh.dk, row.data(), sh.dk);
+        for (std::int64_t d = 0; d < sh.dk; ++d) kt[d * k_tile + j] = row[static_cast<std::size_t>(d)];
+        widen(simd, a.v + (c + j) * sh.v_stride + hk * sh.dv, v + j * sh.dv, sh.dv);
+      }
+    }
+  });
+  return kv;
+}
+
 // Up to 64 query rows of one head against the keys 64 at a time.
 struct tile_scratch {
-  std::vector<float> q, kt, v, kq, out, s, m;
+  std::vector<float> q, kq, out, s, m;
   std::vector<char> skip;
 };
 
-void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd, std::int64_t t0, std::int64_t rows,
-                 std::int64_t h, tile_scratch& w) {
+void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd, const widened_kv& kv, std::int64_t t0,
+                 std::int64_t rows, std::int64_t h, tile_scratch& w) {
   const std::int64_t hk = h / sh.group, dk = sh.dk, dv = sh.dv;
   w.q.resize(static_cast<std::size_t>(rows * dk));
   for (std::int64_t r = 0; r < rows; ++r) std::copy_n(a.q + ((t0 + r) * a.n_head + h) * dk, dk, w.q.data() + r * dk);
-  w.kt.resize(static_cast<std::size_t>(dk * k_tile));
-  w.v.resize(static_cast<std::size_t>(k_tile * dv));
   w.kq.resize(static_cast<std::size_t>(rows * k_tile));
   w.out.assign(static_cast<std::size_t>(rows * dv), 0.0f);
   w.s.assign(static_cast<std::size_t>(rows), 0.0f);
   w.m.assign(static_cast<std::size_t>(rows), neg_inf);
   w.skip.resize(static_cast<std::size_t>(rows));
-  std::vector<float> row(static_cast<std::size_t>(std::max(dk, dv)));
   for (std::int64_t c = 0; c < a.n_kv; c += k_tile) {
     const std::int64_t n_keys = std::min(k_tile, a.n_kv - c);
     // Keys no row of the tile may see are skipped whole.
@@ -164,17 +192,8 @@ void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd
       for (std::int64_t j = 0; j < n_keys && !any; ++j) any = !key_masked(a, t0 + r, c + j);
     }
     if (!any) continue;
-    // Keys transposed ([dk][64 keys]) so that the scores of 8 or 16 keys form one vector.
-    for (std::int64_t j = 0; j < k_tile; ++j) {
-      if (j < n_keys) {
-        widen(simd, a.k + (c + j) * sh.k_stride + hk * dk, row.data(), dk);
-      } else {
-        std::fill_n(row.data(), dk, 0.0f);
-      }
-      for (std::int64_t d = 0; d < dk; ++d) w.kt[static_cast<std::size_t>(d * k_tile + j)] = row[static_cast<std::size_t>(d)];
-    }
     std::fill(w.kq.begin(), w.kq.end(), 0.0f);
-    gemm_acc(simd, w.kq.data(), w.q.data(), w.kt.data(), rows, dk, k_tile);
+    gemm_acc(simd, w.kq.data(), w.q.data(), kv.keys(hk, c / k_tile), rows, dk, k_tile);
     for (std::int64_t r = 0; r < rows; ++r) {
       float* kq = w.kq.data() + r * k_tile;
       for (std::int64_t j = 0; j < k_tile; ++j) {
@@ -208,14 +227,7 @@ void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd
     for (std::int64_t r = 0; r < rows; ++r) {
       if (w.skip[static_cast<std::size_t>(r)]) std::fill_n(w.kq.data() + r * k_tile, k_tile, 0.0f);
     }
-    for (std::int64_t j = 0; j < k_tile; ++j) {
-      if (j < n_keys) {
-        widen(simd, a.v + (c + j) * sh.v_stride + hk * dv, w.v.data() + j * dv, dv);
-      } else {
-        std::fill_n(w.v.data() + j * dv, dv, 0.0f);
-      }
-    }
-    gemm_acc(simd, w.out.data(), w.kq.data(), w.v.data(), rows, k_tile, dv);
+    gemm_acc(simd, w.out.data(), w.kq.data(), kv.values(hk, c / k_tile), rows, k_tile, dv);
   }
   for (std::int64_t r = 0; r < rows; ++r) {
     float* out = a.out + ((t0 + r) * a.n_head + h) * dv;
@@ -238,12 +250,13 @@ void flash_attention(const attention_args& a, thread_pool& pool) {
     });
     return;
   }
+  const widened_kv kv = widen_kv(a, sh, simd, pool);
   const std::int64_t n_tiles = (a.n_tokens + k_tile - 1) / k_tile;
   pool.parallel_for(n_tiles * a.n_head, [&](std::int64_t begin, std::int64_t end, int) {
     tile_scratch w;
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t h = i / n_tiles, t0 = (i % n_tiles) * k_tile;
-      attend_tile(a, sh, simd, t0, std::min(k_tile, a.n_tokens - t0), h, w);
+      attend_tile(a, sh, simd, kv, t0, std::min(k_tile, a.n_tokens - t0), h, w);
     }
   });
 }
