@@ -40,14 +40,17 @@ float dot_f16_blocks(const simd_math* simd, const std::uint16_t* a, const float*
   return static_cast<float>(sum);
 }
 
-void mad_f16(const simd_math* simd, std::uint16_t* acc, const std::uint16_t* v, float p, std::int64_t n) {
-  if (simd != nullptr) return simd->mad_f16(acc, v, p, n);
-  for (std::int64_t i = 0; i < n; ++i) acc[i] = fp32_to_fp16(std::fma(fp16_to_fp32(v[i]), p, fp16_to_fp32(acc[i])));
-}
-
-void scale_f16(const simd_math* simd, std::uint16_t* acc, float s, std::int64_t n) {
-  if (simd != nullptr) return simd->scale_f16(acc, s, n);
-  for (std::int64_t i = 0; i < n; ++i) acc[i] = fp32_to_fp16(fp16_to_fp32(acc[i]) * s);
+void accumulate_f16(const simd_math* simd, float* out, const std::uint16_t* values, std::int64_t stride,
+                    const std::int32_t* keys, const float* weight, const float* rescale, std::int64_t n, std::int64_t dv) {
+  if (simd != nullptr) return simd->accumulate_f16(out, values, stride, keys, weight, rescale, n, dv);
+  for (std::int64_t d = 0; d < dv; ++d) {
+    std::uint16_t acc = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (rescale[i] != 1.0f) acc = fp32_to_fp16(fp16_to_fp32(acc) * rescale[i]);
+      acc = fp32_to_fp16(std::fma(fp16_to_fp32(values[keys[i] * stride + d]), weight[i], fp16_to_fp32(acc)));
+    }
+    out[d] = fp16_to_fp32(acc);
+  }
 }
 
 void gemm_acc(const simd_math* simd, float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n) {
@@ -101,10 +104,13 @@ void finish(const attention_args& a, std::int64_t h, float m, float s, float* ou
 
 // One query row of one head, key by key.
 struct row_scratch {
-  std::vector<float> q;
-  std::vector<std::uint16_t> acc;
+  std::vector<float> q, score, weight, rescale;
+  std::vector<std::int32_t> keys;
 };
 
+// The online softmax is sequential in its f16 accumulator only: the scores, the running
+// maximum and the exponentials are worked out first (independent calls that the processor
+// overlaps), then the accumulator takes the keys in order.
 void attend_row(const attention_args& a, const shape& sh, const simd_math* simd, std::int64_t t, std::int64_t h,
                 row_scratch& w) {
   const std::int64_t hk = h / sh.group;
@@ -115,25 +121,37 @@ void attend_row(const attention_args& a, const shape& sh, const simd_math* simd,
   } else {
     for (std::int64_t d = 0; d < sh.dk; ++d) w.q[static_cast<std::size_t>(d)] = fp16_to_fp32(fp32_to_fp16(qs[d]));
   }
-  w.acc.assign(static_cast<std::size_t>(sh.dv), 0);
-  float s_sum = 0.0f, m = neg_inf;
+  w.keys.clear();
+  w.score.clear();
   for (std::int64_t j = 0; j < a.n_kv; ++j) {
     if (key_masked(a, t, j)) continue;
     float s = dot_f16_blocks(simd, a.k + j * sh.k_stride + hk * sh.dk, w.q.data(), sh.dk) * sh.scale;
     if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);
-    float ms = 1.0f, vs = 1.0f;
-    if (s > m) {
-      ms = std::exp(m - s);
-      m = s;
-      scale_f16(simd, w.acc.data(), ms, sh.dv);
-    } else {
-      vs = std::exp(s - m);
-    }
-    mad_f16(simd, w.acc.data(), a.v + j * sh.v_stride + hk * sh.dv, vs, sh.dv);
-    s_sum = std::fma(s_sum, ms, vs);
+    w.keys.push_back(static_cast<std::int32_t>(j));
+    w.score.push_back(s);
   }
+  // A new maximum rescales what came before by exp(old - new) and weighs its key 1; any other
+  // key weighs exp(s - max).
+  const std::size_t n = w.keys.size();
+  w.weight.resize(n);
+  w.rescale.resize(n);
+  float m = neg_inf;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float s = w.score[i];
+    if (s > m) {
+      w.rescale[i] = std::exp(m - s);
+      w.weight[i] = 1.0f;
+      m = s;
+    } else {
+      w.rescale[i] = 1.0f;
+      w.weight[i] = std::exp(s - m);
+    }
+  }
+  float s_sum = 0.0f;
+  for (std::size_t i = 0; i < n; ++i) s_sum = std::fma(s_sum, w.rescale[i], w.weight[i]);
   float* out = a.out + (t * a.n_head + h) * sh.dv;
-  widen(simd, w.acc.data(), out, sh.dv);
+  accumulate_f16(simd, out, a.v + hk * sh.dv, sh.v_stride, w.keys.data(), w.weight.data(), w.rescale.data(),
+                 static_cast<std::int64_t>(n), sh.dv);
   finish(a, h, m, s_sum, out, sh.dv);
 }
 

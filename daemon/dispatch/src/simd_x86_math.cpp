@@ -117,23 +117,39 @@ float dot_f16_blocks(const std::uint16_t* a, const float* b, std::int64_t n) { r
 
 constexpr int k_round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
-SPITE_AVX2 void mad_f16(std::uint16_t* acc, const std::uint16_t* v, float p, std::int64_t n) {
-  const __m256 pv = _mm256_set1_ps(p);
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 r = _mm256_fmadd_ps(widen8(v + i), pv, widen8(acc + i));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(acc + i), _mm256_cvtps_ph(r, k_round));
+SPITE_AVX2 inline __m256 round8(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, k_round)); }
+
+// W vectors of 8 dimensions kept in registers (as f16-rounded floats) over all the keys.
+template <int W>
+SPITE_AVX2 void accumulate_block(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                 const float* weight, const float* rescale, std::int64_t n) {
+  __m256 acc[W];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (rescale[i] != 1.0f) {
+      const __m256 s = _mm256_set1_ps(rescale[i]);
+      for (auto& a : acc) a = round8(_mm256_mul_ps(a, s));
+    }
+    const std::uint16_t* v = values + keys[i] * stride;
+    const __m256 p = _mm256_set1_ps(weight[i]);
+    for (int w = 0; w < W; ++w) acc[w] = round8(_mm256_fmadd_ps(widen8(v + 8 * w), p, acc[w]));
   }
-  for (; i < n; ++i) acc[i] = _cvtss_sh(std::fma(_cvtsh_ss(v[i]), p, _cvtsh_ss(acc[i])), k_round);
+  for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + 8 * w, acc[w]);
 }
 
-SPITE_AVX2 void scale_f16(std::uint16_t* acc, float s, std::int64_t n) {
-  const __m256 sv = _mm256_set1_ps(s);
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(acc + i), _mm256_cvtps_ph(_mm256_mul_ps(widen8(acc + i), sv), k_round));
+SPITE_AVX2 void accumulate_f16(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                               const float* weight, const float* rescale, std::int64_t n, std::int64_t dv) {
+  std::int64_t d = 0;
+  for (; d + 64 <= dv; d += 64) accumulate_block<8>(out + d, values + d, stride, keys, weight, rescale, n);
+  for (; d + 8 <= dv; d += 8) accumulate_block<1>(out + d, values + d, stride, keys, weight, rescale, n);
+  for (; d < dv; ++d) {
+    std::uint16_t acc = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (rescale[i] != 1.0f) acc = _cvtss_sh(_cvtsh_ss(acc) * rescale[i], k_round);
+      acc = _cvtss_sh(std::fma(_cvtsh_ss(values[keys[i] * stride + d]), weight[i], _cvtsh_ss(acc)), k_round);
+    }
+    out[d] = _cvtsh_ss(acc);
   }
-  for (; i < n; ++i) acc[i] = _cvtss_sh(_cvtsh_ss(acc[i]) * s, k_round);
 }
 
 // A block of R rows x 8*W columns of c kept in registers over the whole k loop.
@@ -182,7 +198,7 @@ bool usable() {
 }
 
 constexpr simd_math k_avx2{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
-                           swiglu16, dot_f16_blocks, mad_f16, scale_f16, gemm_acc};
+                           swiglu16, dot_f16_blocks, accumulate_f16, gemm_acc};
 
 }  // namespace
 

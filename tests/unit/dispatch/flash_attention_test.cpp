@@ -153,12 +153,11 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const std::int64_t n : {16, 40, 64, 72, 128, 200, 576}) {
-    std::vector<std::uint16_t> a(static_cast<std::size_t>(n)), acc(a.size()), acc_want(a.size());
+    std::vector<std::uint16_t> a(static_cast<std::size_t>(n));
     std::vector<float> b(a.size());
     for (std::size_t i = 0; i < a.size(); ++i) {
       a[i] = fp32_to_fp16(normal(rng) * (i % 11 == 0 ? 1e-6f : 1.0f));
       b[i] = fp16_to_fp32(fp32_to_fp16(normal(rng)));
-      acc[i] = acc_want[i] = fp32_to_fp16(normal(rng) * 30.0f);
     }
     // The dot product: 64-element blocks in four groups of 16 lanes, folded, then the rest in double.
     const std::int64_t np = n / 64 * 64;
@@ -172,14 +171,34 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     }
     for (std::int64_t i = np; i < n; ++i) want += fp16_to_fp32(a[static_cast<std::size_t>(i)]) * b[static_cast<std::size_t>(i)];
     CHECK(same_bits(simd->dot_f16_blocks(a.data(), b.data(), n), static_cast<float>(want)));
-
-    const float p = normal(rng);
-    simd->mad_f16(acc.data(), a.data(), p, n);
-    for (std::size_t i = 0; i < a.size(); ++i) acc_want[i] = fp32_to_fp16(std::fma(fp16_to_fp32(a[i]), p, fp16_to_fp32(acc_want[i])));
-    CHECK(acc == acc_want);
-    simd->scale_f16(acc.data(), 0.37f, n);
-    for (auto& x : acc_want) x = fp32_to_fp16(fp16_to_fp32(x) * 0.37f);
-    CHECK(acc == acc_want);
+  }
+  // The f16 accumulator: keys in a scattered order, rescales now and then, head sizes on and
+  // off the 64- and 8-dimension blocks.
+  for (const std::int64_t dv : {64, 128, 72, 13}) {
+    const std::int64_t n_keys = 150, stride = dv + 5;
+    std::vector<std::uint16_t> values(static_cast<std::size_t>(200 * stride));
+    for (auto& x : values) x = fp32_to_fp16(normal(rng));
+    std::vector<std::int32_t> keys;
+    std::vector<float> weight, rescale;
+    for (std::int64_t i = 0; i < n_keys; ++i) {
+      keys.push_back(static_cast<std::int32_t>((i * 37) % 200));
+      const bool new_max = i % 9 == 0;
+      weight.push_back(new_max ? 1.0f : std::exp(-std::fabs(normal(rng))));
+      rescale.push_back(new_max ? (i == 0 ? 0.0f : std::exp(-std::fabs(normal(rng)))) : 1.0f);
+    }
+    std::vector<float> out(static_cast<std::size_t>(dv)), want(out.size());
+    for (std::int64_t d = 0; d < dv; ++d) {
+      std::uint16_t acc = 0;
+      for (std::int64_t i = 0; i < n_keys; ++i) {
+        const std::size_t k = static_cast<std::size_t>(i);
+        if (rescale[k] != 1.0f) acc = fp32_to_fp16(fp16_to_fp32(acc) * rescale[k]);
+        acc = fp32_to_fp16(std::fma(fp16_to_fp32(values[static_cast<std::size_t>(keys[k] * stride + d)]), weight[k], fp16_to_fp32(acc)));
+      }
+      want[static_cast<std::size_t>(d)] = fp16_to_fp32(acc);
+    }
+    simd->accumulate_f16(out.data(), values.data(), stride, keys.data(), weight.data(), rescale.data(), n_keys, dv);
+    INFO("dv " << dv);
+    for (std::size_t d = 0; d < out.size(); ++d) CHECK(same_bits(out[d], want[d]));
   }
   // The GEMM: every element one chain of fused multiply-adds from its old value, odd shapes.
   for (const auto [m, k, n] : {std::array<std::int64_t, 3>{64, 64, 64}, {7, 40, 64}, {64, 64, 24}, {3, 5, 13}, {5, 576, 512}}) {
@@ -187,17 +206,17 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     for (auto& x : a) x = normal(rng);
     for (auto& x : b) x = normal(rng);
     for (auto& x : c) x = normal(rng);
-    std::vector<float> want = c;
+    std::vector<float> expected = c;
     for (std::int64_t i = 0; i < m; ++i) {
       for (std::int64_t j = 0; j < n; ++j) {
-        float s = want[static_cast<std::size_t>(i * n + j)];
+        float s = expected[static_cast<std::size_t>(i * n + j)];
         for (std::int64_t kk = 0; kk < k; ++kk) s = std::fma(a[static_cast<std::size_t>(i * k + kk)], b[static_cast<std::size_t>(kk * n + j)], s);
-        want[static_cast<std::size_t>(i * n + j)] = s;
+        expected[static_cast<std::size_t>(i * n + j)] = s;
       }
     }
     simd->gemm_acc(c.data(), a.data(), b.data(), m, k, n);
     INFO("gemm " << m << " x " << k << " x " << n);
-    for (std::size_t i = 0; i < c.size(); ++i) REQUIRE(same_bits(c[i], want[i]));
+    for (std::size_t i = 0; i < c.size(); ++i) REQUIRE(same_bits(c[i], expected[i]));
   }
 }
 
