@@ -40,8 +40,8 @@ float dot_f16_blocks(const simd_math* simd, const std::uint16_t* a, const float*
   return static_cast<float>(sum);
 }
 
-void accumulate_f16(const simd_math* simd, float* out, const std::uint16_t* values, std::int64_t stride,
-                    const std::int32_t* keys, const float* weight, const float* rescale, std::int64_t n, std::int64_t dv) {
+float accumulate_f16(const simd_math* simd, float* out, const std::uint16_t* values, std::int64_t stride,
+                     const std::int32_t* keys, const float* weight, const float* rescale, std::int64_t n, std::int64_t dv) {
   if (simd != nullptr) return simd->accumulate_f16(out, values, stride, keys, weight, rescale, n, dv);
   for (std::int64_t d = 0; d < dv; ++d) {
     std::uint16_t acc = 0;
@@ -51,6 +51,14 @@ void accumulate_f16(const simd_math* simd, float* out, const std::uint16_t* valu
     }
     out[d] = fp16_to_fp32(acc);
   }
+  float sum = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) sum = std::fma(sum, rescale[i], weight[i]);
+  return sum;
+}
+
+void exp_nonpositive(const simd_math* simd, const float* x, float* y, std::int64_t n) {
+  if (simd != nullptr) return simd->exp_nonpositive(x, y, n);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
 
 void gemm_acc(const simd_math* simd, float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n) {
@@ -131,26 +139,23 @@ void attend_row(const attention_args& a, const shape& sh, const simd_math* simd,
     w.score.push_back(s);
   }
   // A new maximum rescales what came before by exp(old - new) and weighs its key 1; any other
-  // key weighs exp(s - max).
+  // key weighs exp(s - max). The exponentials are the C library's, computed in one pass.
   const std::size_t n = w.keys.size();
   w.weight.resize(n);
   w.rescale.resize(n);
   float m = neg_inf;
   for (std::size_t i = 0; i < n; ++i) {
     const float s = w.score[i];
-    if (s > m) {
-      w.rescale[i] = std::exp(m - s);
-      w.weight[i] = 1.0f;
-      m = s;
-    } else {
-      w.rescale[i] = 1.0f;
-      w.weight[i] = std::exp(s - m);
-    }
+    w.rescale[i] = s > m ? m - s : 1.0f;  // 1.0f: no new maximum (an argument is never positive)
+    w.weight[i] = s > m ? 0.0f : s - m;
+    m = std::max(m, s);
   }
-  float s_sum = 0.0f;
-  for (std::size_t i = 0; i < n; ++i) s_sum = std::fma(s_sum, w.rescale[i], w.weight[i]);
+  exp_nonpositive(simd, w.weight.data(), w.weight.data(), static_cast<std::int64_t>(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (w.rescale[i] != 1.0f) w.rescale[i] = std::exp(w.rescale[i]);
+  }
   float* out = a.out + (t * a.n_head + h) * sh.dv;
-  accumulate_f16(simd, out, a.v + hk * sh.dv, sh.v_stride, w.keys.data(), w.weight.data(), w.rescale.data(),
+  const float s_sum = accumulate_f16(simd, out, a.v + hk * sh.dv, sh.v_stride, w.keys.data(), w.weight.data(), w.rescale.data(),
                  static_cast<std::int64_t>(n), sh.dv);
   finish(a, h, m, s_sum, out, sh.dv);
 }

@@ -27,11 +27,15 @@ struct simd_math {
   // lanes, the groups folded (0+2, 1+3, then the two) and reduced as reduce16, the rest added
   // in double. `a` f16, `b` f16-valued floats, so every product is exact.
   float (*dot_f16_blocks)(const std::uint16_t* a, const float* b, std::int64_t n);
+  // y[i] = expf(x[i]) as the C library computes it (glibc's algorithm: a 32-entry table of
+  // 2^(i/32) and a cubic in double, rounded once to float), for x[i] <= 0 or -inf.
+  void (*exp_nonpositive)(const float* x, float* y, std::int64_t n);
   // The f16 accumulator of the online softmax over n keys, out[d] its final value widened:
   // starting from 0, for each key i in order, acc = f16(acc * rescale[i]) when rescale[i] != 1,
   // then acc = f16(fma(v, weight[i], acc)) with v the f16 row at values + keys[i] * stride.
-  void (*accumulate_f16)(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                         const float* weight, const float* rescale, std::int64_t n, std::int64_t dv);
+  // Returns the softmax denominator, sum = fma(sum, rescale[i], weight[i]) in key order.
+  float (*accumulate_f16)(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                          const float* weight, const float* rescale, std::int64_t n, std::int64_t dv);
   // c[m x n] += a[m x k] b[k x n], row-major; each element one chain of fused multiply-adds
   // in k order, starting from its value in c.
   void (*gemm_acc)(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n);

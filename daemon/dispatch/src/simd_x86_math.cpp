@@ -117,6 +117,45 @@ float dot_f16_blocks(const std::uint16_t* a, const float* b, std::int64_t n) { r
 
 constexpr int k_round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
+// glibc's expf: x / ln2 * 32 split into an integer k and a remainder r (|r| <= 1/2), 2^(k/32)
+// from the table (the integer part of k/32 added to its exponent), 2^(r/32) as a cubic, all in
+// double with fused multiply-adds where glibc's FMA build has them, rounded once to float.
+// Below -0x1.9fe368p6 the result underflows to 0, as glibc returns.
+struct exp2_table {
+  alignas(32) std::int64_t bits[32];
+  exp2_table() {
+    for (int i = 0; i < 32; ++i) {
+      const double d = std::exp2(i / 32.0);
+      std::uint64_t u;
+      std::memcpy(&u, &d, sizeof u);
+      bits[i] = static_cast<std::int64_t>(u - (static_cast<std::uint64_t>(i) << 47));
+    }
+  }
+};
+const exp2_table k_exp2;
+
+SPITE_AVX2 inline __m128 libm_expf4(__m128 x) {
+  const __m256d z = _mm256_mul_pd(_mm256_set1_pd(0x1.71547652b82fep0 * 32), _mm256_cvtps_pd(x));
+  const __m256d shift = _mm256_set1_pd(0x1.8p+52);
+  const __m256d kd_shifted = _mm256_add_pd(z, shift);
+  const __m256i ki = _mm256_castpd_si256(kd_shifted);
+  const __m256d r = _mm256_sub_pd(z, _mm256_sub_pd(kd_shifted, shift));
+  const __m256i index = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+  const __m256i t = _mm256_add_epi64(_mm256_i64gather_epi64(reinterpret_cast<const long long*>(k_exp2.bits), index, 8),
+                                     _mm256_slli_epi64(ki, 47));
+  const __m256d c0 = _mm256_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32), c1 = _mm256_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32),
+                c2 = _mm256_set1_pd(0x1.62e42ff0c52d6p-1 / 32);
+  const __m256d p = _mm256_fmadd_pd(_mm256_fmadd_pd(c0, r, c1), _mm256_mul_pd(r, r), _mm256_fmadd_pd(c2, r, _mm256_set1_pd(1.0)));
+  const __m128 y = _mm256_cvtpd_ps(_mm256_mul_pd(p, _mm256_castsi256_pd(t)));
+  return _mm_andnot_ps(_mm_cmplt_ps(x, _mm_set1_ps(-0x1.9fe368p6f)), y);
+}
+
+SPITE_AVX2 void exp_nonpositive(const float* x, float* y, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, libm_expf4(_mm_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
 SPITE_AVX2 inline __m256 round8(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, k_round)); }
 
 // W vectors of 8 dimensions kept in registers (as f16-rounded floats) over all the keys.
@@ -137,8 +176,8 @@ SPITE_AVX2 void accumulate_block(float* out, const std::uint16_t* values, std::i
   for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + 8 * w, acc[w]);
 }
 
-SPITE_AVX2 void accumulate_f16(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                               const float* weight, const float* rescale, std::int64_t n, std::int64_t dv) {
+SPITE_AVX2 float accumulate_f16(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                const float* weight, const float* rescale, std::int64_t n, std::int64_t dv) {
   std::int64_t d = 0;
   for (; d + 64 <= dv; d += 64) accumulate_block<8>(out + d, values + d, stride, keys, weight, rescale, n);
   for (; d + 8 <= dv; d += 8) accumulate_block<1>(out + d, values + d, stride, keys, weight, rescale, n);
@@ -150,6 +189,9 @@ SPITE_AVX2 void accumulate_f16(float* out, const std::uint16_t* values, std::int
     }
     out[d] = _cvtsh_ss(acc);
   }
+  float sum = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) sum = std::fma(sum, rescale[i], weight[i]);
+  return sum;
 }
 
 // A block of R rows x 8*W columns of c kept in registers over the whole k loop.
@@ -198,7 +240,7 @@ bool usable() {
 }
 
 constexpr simd_math k_avx2{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
-                           swiglu16, dot_f16_blocks, accumulate_f16, gemm_acc};
+                           swiglu16, dot_f16_blocks, exp_nonpositive, accumulate_f16, gemm_acc};
 
 }  // namespace
 

@@ -172,6 +172,23 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     for (std::int64_t i = np; i < n; ++i) want += fp16_to_fp32(a[static_cast<std::size_t>(i)]) * b[static_cast<std::size_t>(i)];
     CHECK(same_bits(simd->dot_f16_blocks(a.data(), b.data(), n), static_cast<float>(want)));
   }
+  // The C library's expf over the non-positive floats: every 331st bit pattern from -0 down to
+  // -inf, plus the edges (underflow to subnormals and to zero).
+  {
+    std::vector<float> x, y;
+    for (std::uint64_t u = 0x80000000u; u <= 0xff800000u; u += 331) {
+      float f;
+      const auto bits = static_cast<std::uint32_t>(u);
+      std::memcpy(&f, &bits, sizeof f);
+      x.push_back(f);
+    }
+    for (const float f : {0.0f, -0.0f, -87.3f, -0x1.9fe368p6f, -0x1.9fe366p6f, -104.0f, -1e-30f, -INFINITY}) x.push_back(f);
+    y.resize(x.size());
+    simd->exp_nonpositive(x.data(), y.data(), static_cast<std::int64_t>(x.size()));
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) differ += !same_bits(y[i], std::exp(x[i]));
+    CHECK(differ == 0);
+  }
   // The f16 accumulator: keys in a scattered order, rescales now and then, head sizes on and
   // off the 64- and 8-dimension blocks.
   for (const std::int64_t dv : {64, 128, 72, 13}) {
@@ -196,8 +213,10 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
       }
       want[static_cast<std::size_t>(d)] = fp16_to_fp32(acc);
     }
-    simd->accumulate_f16(out.data(), values.data(), stride, keys.data(), weight.data(), rescale.data(), n_keys, dv);
+    float sum = 0.0f;
+    for (std::int64_t i = 0; i < n_keys; ++i) sum = std::fma(sum, rescale[static_cast<std::size_t>(i)], weight[static_cast<std::size_t>(i)]);
     INFO("dv " << dv);
+    CHECK(same_bits(simd->accumulate_f16(out.data(), values.data(), stride, keys.data(), weight.data(), rescale.data(), n_keys, dv), sum));
     for (std::size_t d = 0; d < out.size(); ++d) CHECK(same_bits(out[d], want[d]));
   }
   // The GEMM: every element one chain of fused multiply-adds from its old value, odd shapes.
