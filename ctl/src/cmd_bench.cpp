@@ -1,7 +1,7 @@
 // spitectl bench: prefill and decode speed of a model with the machine's measured bandwidth and
 // peak FLOP/s, in this process (a GGUF file) or in spited (a loaded model's name).
 //
-//   spitectl bench --model M [-p 512] [-n 128] [-t THREADS] [-r REPS] [--parallel B] [--flash-attn] [--json]
+//   spitectl bench --model M [-p 512] [-n 128] [-t THREADS] [-r REPS] [--parallel B] [--no-flash-attn] [--json]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -78,7 +78,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("--kernels", "DIRS", "kernel plug-in directories (in this process)")
       .flag("--reference-kernels", "use only the built-in kernels (in this process)")
       .flag("--no-probes", "skip the bandwidth and peak FLOP/s probes")
-      .flag("--flash-attn", "attention through the flash-attention kernel (default: off here, spited's setting there)")
+      .flag("--no-flash-attn", "attention without the flash-attention kernel (default: with it here, spited's setting there)")
       .flag("--pin", "pin each compute thread to a CPU of its own (in this process)")
       .flag("--json", "machine-readable output")
       .flag("--help", "show this help");
@@ -100,7 +100,7 @@ int run_bench(const std::vector<std::string>& argv) {
   o.reps = parse_int(a, "-r", 3, 1, 1000, ok);
   o.parallel = parse_int(a, "--parallel", 1, 1, 1024, ok);
   o.probes = !a.has("--no-probes");
-  o.flash_attn = a.has("--flash-attn");
+  o.flash_attn = !a.has("--no-flash-attn");
   thread_pool::set_pinning(a.has("--pin"));
   if (!ok) return exit_usage;
   const std::string model = *a.get("--model");
@@ -117,7 +117,7 @@ int run_bench(const std::vector<std::string>& argv) {
     }
     json request = {{"cmd", "bench"}, {"model", model}, {"n_prompt", o.n_prompt}, {"n_gen", o.n_gen}, {"depth", o.depth},
                     {"threads", o.threads}, {"reps", o.reps}, {"parallel", o.parallel}, {"probes", o.probes}};
-    if (o.flash_attn) request["flash_attn"] = true;  // else the daemon's own setting
+    if (!o.flash_attn) request["flash_attn"] = false;  // else the daemon's own setting
     auto r = (*c)->call(request);
     if (!r) {
       std::fprintf(stderr, "spitectl bench: %s\n", r.err().message.c_str());

@@ -63,13 +63,13 @@ int run_run(const std::vector<std::string>& argv) {
       .option("--ctx", "N", "context length (default: the model's, at most 4096)")
       .option("--kernels", "DIR", "kernel plug-in directories to search first (colon-separated)")
       .flag("--reference-kernels", "use only the built-in reference kernels")
-      .flag("--flash-attn", "attention through the flash-attention kernel (in this process)")
+      .flag("--no-flash-attn", "attention without the flash-attention kernel (in this process)")
       .option("--socket", "PATH", "run in the spited on this control socket (default: its usual socket, if it answers)")
       .flag("--local", "run in this process even when spited is reachable")
       .flag("--help", "show this help");
   constexpr const char* synopsis = "--model M (--prompt P | --file F) [-n N] [--temperature T] [--top-k K] [--top-p P] "
                                    "[--min-p P] [--repeat-penalty R] [--seed S] [--chat] [--system S] [--lora F[:S]] "
-                                   "[--threads N] [--ctx N] [--kernels DIR] [--reference-kernels] [--flash-attn] [--socket PATH | --local]";
+                                   "[--threads N] [--ctx N] [--kernels DIR] [--reference-kernels] [--no-flash-attn] [--socket PATH | --local]";
   const auto usage = [&](bool help) {
     std::fprintf(help ? stdout : stderr, "usage: spitectl run %s\n%s", synopsis, a.help().c_str());
     return help ? exit_ok : exit_usage;
@@ -110,7 +110,7 @@ int run_run(const std::vector<std::string>& argv) {
   // keep the run here.
   const bool daemon_capable = !a.has("--chat") && !a.get("--lora") && !a.get("--kernels") &&
                               !a.has("--reference-kernels") && !a.get("--ctx") && !a.get("--threads") &&
-                              !a.has("--flash-attn");
+                              !a.has("--no-flash-attn");
   if (!a.has("--local") && (daemon_capable || a.get("--socket"))) {
     const std::filesystem::path socket = a.get("--socket") ? std::filesystem::path(*a.get("--socket"))
                                                            : control::default_socket_path();
@@ -174,7 +174,7 @@ int run_run(const std::vector<std::string>& argv) {
     ops = d->ops();
   }
   auto ctx = executor::context::create(**model, {.n_ctx = n_ctx, .n_threads = threads, .ops = ops,
-                                                 .flash_attn = a.has("--flash-attn")});
+                                                 .flash_attn = !a.has("--no-flash-attn")});
   if (!ctx) return fail(ctx.err().message);
   const double load_s = seconds_since(t_load);
   std::fprintf(stderr, "loaded %s (%s) in %.3f s: %.1f MiB mapped, %.1f MiB KV cache for %d tokens\n",

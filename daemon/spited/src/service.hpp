@@ -52,7 +52,7 @@ struct loaded_model {
   executor::memory_estimate memory;
   double load_s = 0;
   bool on_demand = false;  // loaded by a request or a load command rather than at start-up
-  bool flash_attn = false;  // the attention kernel its engine uses (service_options::flash_attn)
+  bool flash_attn = true;  // the attention kernel its engine uses (service_options::flash_attn)
   std::unique_ptr<scheduler::engine> engine;
   std::atomic<int> in_flight{0};
   std::atomic<std::int64_t> last_used_ms{0};  // steady clock
@@ -90,7 +90,7 @@ struct service_options {
   int queue_size = 64;
   bool prompt_cache = true;
   bool swa_full = false;
-  bool flash_attn = false;
+  bool flash_attn = true;
   std::int32_t n_ctx = 0;
   std::int32_t max_tokens = 4096;
   std::uint64_t memory_limit = 0;  // bytes for all models; 0: what is available when loading

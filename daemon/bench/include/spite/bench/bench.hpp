@@ -34,7 +34,7 @@ struct bench_options {
   int reps = 3;
   int parallel = 1;             // sequences decoding together
   bool probes = true;           // measure bandwidth and peak FLOP/s too
-  bool flash_attn = false;      // attention through the online-softmax kernel
+  bool flash_attn = true;       // attention through the online-softmax kernel
   std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in kernels
   std::function<bool()> cancelled;                // polled between steps
 };

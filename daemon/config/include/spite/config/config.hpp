@@ -76,7 +76,7 @@ struct inference_config {
   bool prompt_cache = true;    // reuse a finished sequence's KV for the next prompt that shares its prefix
   bool pin_threads = false;    // each compute thread on a CPU of its own
   bool swa_full = false;       // sliding-window layers keep the whole context instead of a ring
-  bool flash_attn = false;     // attention as an online softmax over tiles of keys
+  bool flash_attn = true;      // attention as an online softmax over tiles of keys
 };
 
 struct kernels_config {
