@@ -3,6 +3,7 @@ option(SPITE_BUILD_TESTS "Build the test suite" ON)
 option(SPITE_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 option(SPITE_FUZZ "Build libFuzzer targets (needs clang)" OFF)
 option(SPITE_WERROR "Treat warnings as errors" OFF)
+option(SPITE_KERNELS_ONLY "Build only the CPU kernels (core, gguf, dispatch) and their tests, e.g. when cross-building" OFF)
 
 # ccache on a 2-core machine turns most rebuilds into cache hits.
 find_program(SPITE_CCACHE ccache)

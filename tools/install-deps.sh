@@ -9,6 +9,7 @@ packages=(
   libboost1.81-dev libsystemd-dev libsdbus-c++-dev libze-dev
   clang-14 libclang-rt-14-dev dbus-daemon
   systemd-container debootstrap
+  g++-aarch64-linux-gnu qemu-user
 )
 
 missing=()

@@ -290,7 +290,7 @@ std::size_t pack_weight(weight& w) {
 
 }  // namespace spite::dispatch::cpu
 
-#else  // not x86-64: the reference kernels only
+#elif !(defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD))  // neither: the reference kernels only
 
 namespace spite::dispatch::cpu {
 std::span<const exact_matmul> fast_matmuls() { return {}; }

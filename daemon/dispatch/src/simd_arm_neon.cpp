@@ -1,0 +1,145 @@
+// NEON versions of exact matmuls for 64-bit ARM with the dot-product extension (ARMv8.2 SDOT;
+// built with -march=armv8.2-a+dotprod or newer, see cmake/toolchain-aarch64-linux-gnu.cmake).
+// Like the x86 kernels they compute the reference's exact integer block sums and then its float
+// operations in its order, so they give the bits of ref_dot_*.cpp (tests/unit/dispatch/
+// cpu_kernels_test.cpp, run under qemu-aarch64 in CI). SDOT forms exactly the reference's
+// lanes: each of 4 int32 lanes sums 4 consecutive int8 products.
+#include "ref_quant.hpp"
+
+#if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#include <arm_neon.h>
+
+#include <type_traits>
+#include <vector>
+
+#include "spite/core/half.hpp"
+#include "spite/gguf/blocks.hpp"
+
+namespace spite::dispatch::cpu {
+namespace {
+
+using gguf::tensor_type;
+
+// The 32 signed quants of a block, as two vectors of 16 in element order.
+struct quants32 {
+  int8x16_t lo, hi;
+};
+
+inline quants32 load_quants(const gguf::block_q8_0& b) { return {vld1q_s8(b.qs), vld1q_s8(b.qs + 16)}; }
+
+inline quants32 load_quants(const gguf::block_q4_0& b) {
+  const uint8x16_t v = vld1q_u8(b.qs);
+  const int8x16_t eight = vdupq_n_s8(8);
+  return {vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), eight), vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight)};
+}
+
+// The four int32 lanes of 4 products each for one half of a block.
+inline int32x4_t lanes4(int8x16_t w, const std::int8_t* x) { return vdotq_s32(vdupq_n_s32(0), w, vld1q_s8(x)); }
+
+// Q8_0, and Q4_0 matrices the reference does not repack (references: dot_q8_0 in
+// ref_dot_legacy.cpp, dot32_lanes8 in ref_dot_repack.cpp): 8 lanes of 4 products per block,
+// scaled by d_w * d_x with a fused multiply-add, reduced as reduce8. R weight rows times K
+// activation rows, each weight block unpacked once for the K rows.
+template <class Block, int R, int K>
+void lanes8_tile(const weight& w, std::int64_t o, const gguf::block_q8_0* xq, std::int64_t nb, std::int64_t t0, float* y) {
+  const Block* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w.row(o + r));
+  float32x4_t acc[R][K][2];
+  for (auto& row : acc) {
+    for (auto& a : row) a[0] = a[1] = vdupq_n_f32(0.0f);
+  }
+  for (std::int64_t b = 0; b < nb; ++b) {
+    for (int r = 0; r < R; ++r) {
+      const quants32 q = load_quants(rows[r][b]);
+      const float dw = fp16_to_fp32(rows[r][b].d);
+      for (int k = 0; k < K; ++k) {
+        const gguf::block_q8_0& xb = xq[(t0 + k) * nb + b];
+        const float32x4_t d = vdupq_n_f32(dw * fp16_to_fp32(xb.d));
+        acc[r][k][0] = vfmaq_f32(acc[r][k][0], d, vcvtq_f32_s32(lanes4(q.lo, xb.qs)));
+        acc[r][k][1] = vfmaq_f32(acc[r][k][1], d, vcvtq_f32_s32(lanes4(q.hi, xb.qs + 16)));
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) {
+      float lanes[8];
+      vst1q_f32(lanes, acc[r][k][0]);
+      vst1q_f32(lanes + 4, acc[r][k][1]);
+      y[(t0 + k) * w.out + o + r] = reduce8(lanes);
+    }
+  }
+}
+
+// Q4_0 matrices of a multiple of 8 rows, which the reference repacks (dot32_repacked): per output
+// one float lane, acc = fma(block sum, d_w * d_x, acc). Four rows share a vector: their exact
+// block sums folded by pairwise additions, their scales multiplied by the activation's.
+template <int K>
+void q4_0_repacked_tile(const weight& w, std::int64_t o, const gguf::block_q8_0* xq, std::int64_t nb, std::int64_t t0,
+                        float* y) {
+  const gguf::block_q4_0* rows[4];
+  for (int r = 0; r < 4; ++r) rows[r] = reinterpret_cast<const gguf::block_q4_0*>(w.row(o + r));
+  float32x4_t acc[K];
+  for (auto& a : acc) a = vdupq_n_f32(0.0f);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    quants32 q[4];
+    float dw[4];
+    for (int r = 0; r < 4; ++r) {
+      q[r] = load_quants(rows[r][b]);
+      dw[r] = fp16_to_fp32(rows[r][b].d);
+    }
+    const float32x4_t dw4 = vld1q_f32(dw);
+    for (int k = 0; k < K; ++k) {
+      const gguf::block_q8_0& xb = xq[(t0 + k) * nb + b];
+      int32x4_t sums[4];
+      for (int r = 0; r < 4; ++r) sums[r] = vaddq_s32(lanes4(q[r].lo, xb.qs), lanes4(q[r].hi, xb.qs + 16));
+      const int32x4_t isum = vpaddq_s32(vpaddq_s32(sums[0], sums[1]), vpaddq_s32(sums[2], sums[3]));
+      acc[k] = vfmaq_f32(acc[k], vcvtq_f32_s32(isum), vmulq_f32(dw4, vdupq_n_f32(fp16_to_fp32(xb.d))));
+    }
+  }
+  for (int k = 0; k < K; ++k) vst1q_f32(y + (t0 + k) * w.out + o, acc[k]);
+}
+
+template <class Block, int R>
+void rows_of(const weight& w, std::int64_t o, const gguf::block_q8_0* xq, std::int64_t nb, std::int64_t n_tokens, float* y) {
+  std::int64_t t = 0;
+  if (std::is_same_v<Block, gguf::block_q4_0> && w.out % 8 == 0) {
+    static_assert(R == 4 || R == 1);
+    if constexpr (R == 4) {
+      for (; t + 4 <= n_tokens; t += 4) q4_0_repacked_tile<4>(w, o, xq, nb, t, y);
+      for (; t < n_tokens; ++t) q4_0_repacked_tile<1>(w, o, xq, nb, t, y);
+    }
+    return;  // 8 divides the row count, so groups of 4 rows cover it
+  }
+  for (; t + 4 <= n_tokens; t += 4) lanes8_tile<Block, R, 4>(w, o, xq, nb, t, y);
+  for (; t < n_tokens; ++t) lanes8_tile<Block, R, 1>(w, o, xq, nb, t, y);
+}
+
+template <class Block>
+void matmul32(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t nb = w.in / 32;
+  std::vector<gguf::block_q8_0> xq(static_cast<std::size_t>(nb * n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_0(x + t * w.in, xq.data() + t * nb, w.in);
+  pool.parallel_for((w.out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t g = begin; g < end; ++g) {
+      if (4 * g + 4 <= w.out) {
+        rows_of<Block, 4>(w, 4 * g, xq.data(), nb, n_tokens, y);
+      } else {
+        for (std::int64_t o = 4 * g; o < w.out; ++o) rows_of<Block, 1>(w, o, xq.data(), nb, n_tokens, y);
+      }
+    }
+  });
+}
+
+constexpr exact_matmul k_table[] = {
+    {tensor_type::q8_0, matmul32<gguf::block_q8_0>},
+    {tensor_type::q4_0, matmul32<gguf::block_q4_0>},
+};
+
+}  // namespace
+
+std::span<const exact_matmul> fast_matmuls() { return k_table; }
+std::size_t pack_weight(weight&) { return 0; }
+
+}  // namespace spite::dispatch::cpu
+
+#endif
