@@ -1,4 +1,4 @@
-// NEON versions of exact matmuls (Q8_0, Q4_0, Q3_K, Q5_K, Q6_K) for 64-bit ARM with the dot-product extension (ARMv8.2 SDOT;
+// NEON versions of exact matmuls (Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K) for 64-bit ARM with the dot-product extension (ARMv8.2 SDOT;
 // built with -march=armv8.2-a+dotprod or newer, see cmake/toolchain-aarch64-linux-gnu.cmake).
 // Like the x86 kernels they compute the reference's exact integer block sums and then its float
 // operations in its order, so they give the bits of ref_dot_*.cpp (tests/unit/dispatch/
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ref_kquants.hpp"
+#include "ref_q4k.hpp"
 #include "spite/core/half.hpp"
 #include "spite/gguf/blocks.hpp"
 
@@ -144,10 +145,29 @@ void block_lanes_sdot(const std::int8_t* q, const std::int8_t* sc, const std::in
   vst1q_s32(lanes + 4, hi);
 }
 
+// Q4_K (reference: ref_q4k.hpp): the sub-block sums and lanes of a super-block from SDOT.
+struct sdot_ints {
+  static void sub_block_sums(const std::int8_t* q, const std::int8_t* x, int* sums) {
+    for (int g = 0; g < 8; ++g) {
+      sums[g] = vaddvq_s32(vaddq_s32(lanes4(vld1q_s8(q + 32 * g), x + 32 * g), lanes4(vld1q_s8(q + 32 * g + 16), x + 32 * g + 16)));
+    }
+  }
+  static void lanes(const std::int8_t* q, const std::uint8_t* sc, const std::int8_t* x, std::int32_t* lanes) {
+    int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+    for (int g = 0; g < 8; ++g) {
+      lo = vmlaq_n_s32(lo, lanes4(vld1q_s8(q + 32 * g), x + 32 * g), sc[g]);
+      hi = vmlaq_n_s32(hi, lanes4(vld1q_s8(q + 32 * g + 16), x + 32 * g + 16), sc[g]);
+    }
+    vst1q_s32(lanes, lo);
+    vst1q_s32(lanes + 4, hi);
+  }
+};
+
 constexpr exact_matmul k_table[] = {
     {tensor_type::q8_0, matmul32<gguf::block_q8_0>},
     {tensor_type::q4_0, matmul32<gguf::block_q4_0>},
     {tensor_type::q3_K, kquants::matmul_k<tensor_type::q3_K, block_lanes_sdot>},
+    {tensor_type::q4_K, q4k::matmul_q4_K<sdot_ints>},
     {tensor_type::q5_K, kquants::matmul_k<tensor_type::q5_K, block_lanes_sdot>},
     {tensor_type::q6_K, kquants::matmul_k<tensor_type::q6_K, block_lanes_sdot>},
 };
