@@ -25,6 +25,19 @@ std::int64_t modified_time(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_mtime) : 0;
 }
 
+// The one-sequence context a model's embeddings and scoring run in, made on first use with the
+// kernels and attention path its engine uses, so they agree with its completions.
+result<executor::context*> side_context(service& svc, loaded_model& m) {
+  if (!m.embed_ctx) {
+    auto ctx = executor::context::create(*m.model, {.n_ctx = m.engine->n_ctx(), .n_threads = 0, .n_seq_max = 1,
+                                                    .ops = svc.ops_of(m), .flash_attn = m.flash_attn});
+    if (!ctx) return std::move(ctx).err();
+    m.embed_ctx = std::move(*ctx);
+  }
+  m.embed_ctx->set_ops(svc.ops_of(m));
+  return m.embed_ctx.get();
+}
+
 // The tokens a completion prompt (not a chat) is evaluated as: its text with the vocabulary's
 // special tokens added (special-token text stays plain text), or the ids it gave; with a suffix,
 // the prefix-suffix-middle frame of the model's fill-in-the-middle tokens.
@@ -205,13 +218,9 @@ result<std::vector<server::token_logprob_entry>> http_backend::prompt_logprobs(c
   } guard{svc_};
   const side_context_turn turn(m, svc_.request_deadline());  // the side context, shared with embeddings
   if (!turn.ok()) return side_context_busy(model);
-  if (!m.embed_ctx) {
-    auto ctx = executor::context::create(*m.model, {.n_ctx = m.engine->n_ctx(), .n_threads = 0, .n_seq_max = 1, .ops = svc_.ops_of(m)});
-    if (!ctx) return std::move(ctx).err();
-    m.embed_ctx = std::move(*ctx);
-  }
-  executor::context& ctx = *m.embed_ctx;
-  ctx.set_ops(svc_.ops_of(m));
+  auto side = side_context(svc_, m);
+  if (!side) return std::move(side).err();
+  executor::context& ctx = **side;
   if (static_cast<std::int64_t>(tokens->size()) > ctx.n_ctx()) {
     return make_error(errc::invalid_argument, "the prompt exceeds the context of " + std::to_string(ctx.n_ctx()) + " tokens");
   }
@@ -283,13 +292,7 @@ result<server::embed_output> http_backend::embed(const server::embed_input& inpu
   } guard{svc_};
   const side_context_turn turn(m, svc_.request_deadline());
   if (!turn.ok()) return side_context_busy(input.model);
-  if (!m.embed_ctx) {
-    auto ctx = executor::context::create(*m.model, {.n_ctx = m.engine->n_ctx(), .n_threads = 0, .n_seq_max = 1,
-                                                    .ops = svc_.ops_of(m)});
-    if (!ctx) return std::move(ctx).err();
-    m.embed_ctx = std::move(*ctx);
-  }
-  m.embed_ctx->set_ops(svc_.ops_of(m));
+  if (auto side = side_context(svc_, m); !side) return std::move(side).err();
   const std::string pooling = pooling_of(m.file, m.model->arch());
   for (const auto& tokens : inputs) {
     for (std::int32_t t : tokens) {
