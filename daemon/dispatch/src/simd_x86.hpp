@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "aligned_buffer.hpp"
 #include "spite/core/half.hpp"
 
 // Functions carry target attributes instead of their files a -mavx2 flag: header code
@@ -154,7 +155,7 @@ struct next_group_prefetch {
 // Activation block scales as floats and the Q4_0 offset sums, once per batch.
 // quantize_act_q8_0 on one block, plus the block's quant sum: the same max, the same division
 // and multiplication, rounding to nearest even as nearbyint does in the default mode.
-SPITE_AVX2 inline int quantize_block_q8_0(const float* x, gguf::block_q8_0& out) {
+SPITE_AVX2 inline int quantize_block_q8_0(const float* x, std::int8_t* qs, float& d) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 v[4];
   __m256 amax = _mm256_setzero_ps();
@@ -167,7 +168,7 @@ SPITE_AVX2 inline int quantize_block_q8_0(const float* x, gguf::block_q8_0& out)
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
   const float max = _mm_cvtss_f32(m4);
   const float id = max != 0.0f ? 127.f / max : 0.0f;
-  out.d = fp32_to_fp16(max / 127.f);
+  d = _cvtsh_ss(fp32_to_fp16(max / 127.f));
   const __m256 scale = _mm256_set1_ps(id);
   __m256i q[4];
   for (int k = 0; k < 4; ++k) {
@@ -176,36 +177,35 @@ SPITE_AVX2 inline int quantize_block_q8_0(const float* x, gguf::block_q8_0& out)
   // int32 -> int8 (|q| <= 127, no saturation), then undo the pack's lane interleaving.
   const __m256i q16a = _mm256_packs_epi32(q[0], q[1]), q16b = _mm256_packs_epi32(q[2], q[3]);
   const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q16a, q16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs), q8);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), q8);
   const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
   const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
   const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
   return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
 }
 
-SPITE_AVX2 inline void quantize_rows_q8_0(const float* x, std::int64_t in, std::int64_t n_tokens, gguf::block_q8_0* q,
-                                          float* d, int* sum) {
-  const std::int64_t nb = in / qk0;
-  for (std::int64_t t = 0; t < n_tokens; ++t) {
-    for (std::int64_t b = 0; b < nb; ++b) {
-      const std::size_t i = static_cast<std::size_t>(t * nb + b);
-      sum[i] = quantize_block_q8_0(x + t * in + b * qk0, q[i]);
-      d[i] = _cvtsh_ss(q[i].d);
-    }
-  }
-}
-
+// A batch of activation rows quantized as Q8_0 blocks: the quants of block i (row-major over
+// rows and blocks) at 32 * i in cache-aligned storage, so no 32-byte load of them straddles
+// two cache lines (a block_q8_0 array would put them 34 bytes apart); the scales as floats and
+// the quant sums (Q4_0's offset term) beside them.
 struct q8_0_batch {
-  std::vector<gguf::block_q8_0> q;
+  aligned_vector<std::int8_t> quants;
   std::vector<float> d;
   std::vector<int> sum;
-  q8_0_batch(const float* x, std::int64_t in, std::int64_t n_tokens) {
+  SPITE_AVX2 q8_0_batch(const float* x, std::int64_t in, std::int64_t n_tokens) {
     const std::int64_t nb = in / qk0;
-    q.resize(static_cast<std::size_t>(nb * n_tokens));
-    d.resize(q.size());
-    sum.resize(q.size());
-    quantize_rows_q8_0(x, in, n_tokens, q.data(), d.data(), sum.data());
+    const auto n = static_cast<std::size_t>(nb * n_tokens);
+    quants.resize(n * qk0);
+    d.resize(n);
+    sum.resize(n);
+    for (std::int64_t t = 0; t < n_tokens; ++t) {
+      for (std::int64_t b = 0; b < nb; ++b) {
+        const std::size_t i = static_cast<std::size_t>(t * nb + b);
+        sum[i] = quantize_block_q8_0(x + t * in + b * qk0, quants.data() + qk0 * i, d[i]);
+      }
+    }
   }
+  const std::int8_t* qs(std::size_t i) const noexcept { return quants.data() + qk0 * i; }
 };
 
 struct rows8_buffer {

@@ -47,7 +47,7 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
       const __m256 dw = _mm256_set1_ps(_cvtsh_ss(rows[r][b].d));
       for (int k = 0; k < K; ++k) {
         const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
         const __m256i lanes = dot_lanes(wabs, _mm256_sign_epi8(xv, wv));
         acc[r][k] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&xb.d[i])), _mm256_cvtepi32_ps(lanes), acc[r][k]);
       }
@@ -67,8 +67,14 @@ void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64
       for (; t + 4 <= n_tokens; t += 4) vnni->four(w, o, xb, nb, t, y);
     }
   }
+  // 4 x 4 accumulators and the block in flight need more than AVX2's 16 registers: the tiles of
+  // a batch take 2 rows at a time.
+  constexpr int tile_rows = R > 2 ? 2 : R;
   by_token_tiles(
-      n_tokens - t, [&](std::int64_t s) { q8_0_tile<Block, R, 4>(w, o, xb, nb, t + s, y); },
+      n_tokens - t,
+      [&](std::int64_t s) {
+        for (int h = 0; h < R; h += tile_rows) q8_0_tile<Block, tile_rows, 4>(w, o + h, xb, nb, t + s, y);
+      },
       [&](std::int64_t s) { q8_0_tile<Block, R, 1>(w, o, xb, nb, t + s, y); });
 }
 
@@ -103,7 +109,7 @@ SPITE_AVX2 void q4_0_dot_rows8(const rows8_buffer& u, std::int64_t in, const q8_
   __m256 acc = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::size_t i = static_cast<std::size_t>(t * nb + b);
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
     __m256i p[8];
     for (int r = 0; r < 8; ++r) {
       p[r] = dot_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u.q.data() + r * in + qk0 * b)), xv);
@@ -128,8 +134,8 @@ SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_bat
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t == 0) ahead.step(b);
     const std::size_t i = static_cast<std::size_t>(t * nb + b);
-    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.q[i].qs));
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.q[i].qs + 16));
+    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs(i)));
+    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs(i) + 16));
     __m128i p[8];
     __m128i h = _mm_setzero_si128();
     for (int r = 0; r < 8; ++r) {
@@ -191,7 +197,7 @@ SPITE_AVX2 void q4_0_packed_tile(const std::byte* group, std::int64_t nb, const 
     }
     for (int k = 0; k < K; ++k) {
       const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-      const std::int8_t* xq = xb.q[i].qs;
+      const std::int8_t* xq = xb.qs(i);
       // Eight int16 pair sums of at most 2 * 15 * 127 each: no overflow before the widening.
       __m256i s16 = _mm256_maddubs_epi16(lo[0], _mm256_set1_epi32(load_u32(xq)));
       s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[0], _mm256_set1_epi32(load_u32(xq + 16))));

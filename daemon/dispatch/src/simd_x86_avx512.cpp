@@ -105,7 +105,7 @@ SPITE_AVX512 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_
     }
     for (int k = 0; k < K; ++k) {
       const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-      const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs)));
+      const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i))));
       __m512i a = _mm512_setzero_si512();
       for (int c = 0; c < 2; ++c) {
         a = _mm512_dpbusd_epi32(a, lo[c], _mm512_permutexvar_epi32(pick_lo[c], x));
@@ -138,8 +138,8 @@ SPITE_AVX512 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& x
     __m512 dx2[P];
     for (int p = 0; p < P; ++p) {
       const std::size_t i0 = static_cast<std::size_t>((t0 + 2 * p) * nb + b), i1 = i0 + static_cast<std::size_t>(nb);
-      const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i0].qs))),
-                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i1].qs)), 1);
+      const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i0)))),
+                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i1))), 1);
       x2[p] = _mm512_xor_si512(x, bias);  // x + 128 as unsigned bytes
       dx2[p] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(xb.d[i0]))),
                                                    _mm256_castps_pd(_mm256_set1_ps(xb.d[i1])), 1));

@@ -13,6 +13,7 @@
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -30,17 +31,26 @@ SPITE_AVX2 inline __m256 widen8(const std::uint16_t* h) {
 SPITE_AVX2 inline __m256 widen8(const float* f) { return _mm256_loadu_ps(f); }
 
 
-// GEMM path, R rows x K activation rows; n % 16 == 0. T: the weights' element (f16 bits or float).
+// GEMM path; n % 16 == 0. T: the weights' element (f16 bits or float). A batch of 4 or more
+// activation rows runs the reduction in chunks small enough for a chunk of the group's rows and
+// of K activation rows to stay in L1 while every activation row of the batch passes; the 16
+// lane sums of each output live in `state` between chunks, so every lane still sees its
+// products in the reference's order.
+constexpr std::int64_t gemm_chunk = 512;
+
+// R rows x K activation rows from t0 over elements [i0, i1); the lanes of output (row r,
+// activation row t0 + k) at state + (4k + r) * 16.
 template <class T, int R, int K>
-SPITE_AVX2 void gemm_tile(const weight& w, std::int64_t o, const float* xs, std::int64_t t0, float* y) {
-  const std::int64_t n = w.in;
-  const T* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const T*>(w.row(o + r));
+SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int64_t n, std::int64_t i0, std::int64_t i1,
+                                std::int64_t t0, float* state) {
   __m256 lo[R][K], hi[R][K];
   for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < K; ++k) lo[r][k] = hi[r][k] = _mm256_setzero_ps();
+    for (int k = 0; k < K; ++k) {
+      lo[r][k] = _mm256_loadu_ps(state + (4 * k + r) * 16);
+      hi[r][k] = _mm256_loadu_ps(state + (4 * k + r) * 16 + 8);
+    }
   }
-  for (std::int64_t i = 0; i < n; i += 16) {
+  for (std::int64_t i = i0; i < i1; i += 16) {
     for (int r = 0; r < R; ++r) {
       const __m256 w0 = widen8(rows[r] + i), w1 = widen8(rows[r] + i + 8);
       for (int k = 0; k < K; ++k) {
@@ -52,11 +62,33 @@ SPITE_AVX2 void gemm_tile(const weight& w, std::int64_t o, const float* xs, std:
   }
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) {
-      alignas(32) float lanes[16];
-      _mm256_store_ps(lanes, lo[r][k]);
-      _mm256_store_ps(lanes + 8, hi[r][k]);
-      y[(t0 + k) * w.out + o + r] = reduce16(lanes);
+      _mm256_storeu_ps(state + (4 * k + r) * 16, lo[r][k]);
+      _mm256_storeu_ps(state + (4 * k + r) * 16 + 8, hi[r][k]);
     }
+  }
+}
+
+// Rows o..o+3 against activation rows [t0, n_tokens). With 4 or more, 2 rows x 3 activation
+// rows per tile (12 accumulators and the two weight vectors fit AVX2's 16 registers).
+template <class T>
+SPITE_AVX2 void gemm_rows4(const weight& w, std::int64_t o, const float* xs, std::int64_t t0, std::int64_t n_tokens,
+                           float* y, aligned_vector<float>& state) {
+  const std::int64_t n = w.in;
+  const T* rows[4];
+  for (int r = 0; r < 4; ++r) rows[r] = reinterpret_cast<const T*>(w.row(o + r));
+  state.assign(static_cast<std::size_t>(n_tokens * 4 * 16), 0.0f);
+  const bool batch = n_tokens - t0 >= 4;
+  const std::int64_t chunk = batch ? gemm_chunk : n;
+  for (std::int64_t i0 = 0; i0 < n; i0 += chunk) {
+    const std::int64_t i1 = std::min(n, i0 + chunk);
+    std::int64_t t = t0;
+    for (; batch && t + 3 <= n_tokens; t += 3) {
+      for (int h = 0; h < 4; h += 2) gemm_tile_chunk<T, 2, 3>(rows + h, xs, n, i0, i1, t, state.data() + (t * 4 + h) * 16);
+    }
+    for (; t < n_tokens; ++t) gemm_tile_chunk<T, 4, 1>(rows, xs, n, i0, i1, t, state.data() + t * 4 * 16);
+  }
+  for (std::int64_t t = t0; t < n_tokens; ++t) {
+    for (int r = 0; r < 4; ++r) y[t * w.out + o + r] = reduce16(state.data() + (t * 4 + r) * 16);
   }
 }
 
@@ -129,7 +161,7 @@ SPITE_AVX2 float vec_dot(const T* wrow, const float* x, std::int64_t n) {
 
 template <class T>
 void matmul_float_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  std::vector<float> rounded;
+  aligned_vector<float> rounded;
   const float* xs = x;
   if constexpr (!std::is_same_v<T, float>) {
     rounded.resize(static_cast<std::size_t>(w.in * n_tokens));
@@ -150,18 +182,13 @@ void matmul_float_impl(const weight& w, const float* x, std::int64_t n_tokens, f
   }
   const bool avx512 = has_avx512_kernels();
   pool.parallel_for(w.out / 4, [&](std::int64_t begin, std::int64_t end, int) {
+    aligned_vector<float> state;
     for (std::int64_t g = begin; g < end; ++g) {
       std::int64_t t = 0;
       if (avx512) {
         for (; t + 4 <= n_tokens; t += 4) gemm_tile_512<T, 4, 4>(w, 4 * g, xs, t, y);
       }
-      if (n_tokens >= 4) {
-        for (; t + 4 <= n_tokens; t += 4) {
-          gemm_tile<T, 2, 4>(w, 4 * g, xs, t, y);
-          gemm_tile<T, 2, 4>(w, 4 * g + 2, xs, t, y);
-        }
-      }
-      for (; t < n_tokens; ++t) gemm_tile<T, 4, 1>(w, 4 * g, xs, t, y);
+      gemm_rows4<T>(w, 4 * g, xs, t, n_tokens, y, state);
     }
   });
 }
@@ -222,7 +249,7 @@ void matmul_bf16_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
     generic_matmul(w, x, n_tokens, y, pool);
     return;
   }
-  std::vector<std::uint16_t> xs(static_cast<std::size_t>(w.in * n_tokens));
+  aligned_vector<std::uint16_t> xs(static_cast<std::size_t>(w.in * n_tokens));
   for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = fp32_to_bf16(x[i]);
   by_row_groups(
       w.out, pool, [&](std::int64_t o) { bf16_rows<4>(w, o, xs.data(), n_tokens, y); },

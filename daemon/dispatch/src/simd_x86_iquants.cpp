@@ -69,8 +69,12 @@ SPITE_AVX2 void iq4_xs_tile(const weight& w, std::int64_t o, const gguf::block_q
 
 template <int R>
 void iq4_xs_rows(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t n_tokens, float* y) {
+  constexpr int tile_rows = R > 2 ? 2 : R;  // 4 x 4 accumulators would spill AVX2's 16 registers
   by_token_tiles(
-      n_tokens, [&](std::int64_t t) { iq4_xs_tile<R, 4>(w, o, xq, nb, t, y); },
+      n_tokens,
+      [&](std::int64_t t) {
+        for (int h = 0; h < R; h += tile_rows) iq4_xs_tile<tile_rows, 4>(w, o + h, xq, nb, t, y);
+      },
       [&](std::int64_t t) { iq4_xs_tile<R, 1>(w, o, xq, nb, t, y); });
 }
 
@@ -97,7 +101,7 @@ SPITE_AVX2 void iq4_nl_tile(const weight& w, std::int64_t o, const q8_0_batch& x
       const float dw = _cvtsh_ss(rows[r][b].d);
       for (int k = 0; k < K; ++k) {
         const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
         const std::int32_t isum = hsum_epi32(dot_lanes(qabs, _mm256_sign_epi8(x, q)));
         acc[r][k] = std::fma(static_cast<float>(isum), dw * xb.d[i], acc[r][k]);
       }

@@ -9,6 +9,7 @@
 
 #if defined(__x86_64__)
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace spite::dispatch::cpu::x86 {
@@ -20,20 +21,29 @@ SPITE_AVX2 inline __m256i unsigned_quants(const gguf::block_q5_1& b) { return qu
 
 // ---- Q4_1 / Q5_1
 
+// Q8_1 activation blocks with their quants in cache-aligned storage, 32 bytes apart (as
+// q8_0_batch), and the scales and sums as floats.
 struct q8_1_batch {
-  std::vector<gguf::block_q8_1> q;
+  aligned_vector<std::int8_t> quants;
   std::vector<float> d, s;
   q8_1_batch(const float* x, std::int64_t in, std::int64_t n_tokens) {
     const std::int64_t nb = in / qk0;
-    q.resize(static_cast<std::size_t>(nb * n_tokens));
-    d.resize(q.size());
-    s.resize(q.size());
-    for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_1(x + t * in, q.data() + t * nb, in);
-    for (std::size_t i = 0; i < q.size(); ++i) {
-      d[i] = fp16_to_fp32(q[i].d);
-      s[i] = fp16_to_fp32(q[i].s);
+    const auto n = static_cast<std::size_t>(nb * n_tokens);
+    quants.resize(n * qk0);
+    d.resize(n);
+    s.resize(n);
+    std::vector<gguf::block_q8_1> row(static_cast<std::size_t>(nb));
+    for (std::int64_t t = 0; t < n_tokens; ++t) {
+      quantize_act_q8_1(x + t * in, row.data(), in);
+      for (std::int64_t b = 0; b < nb; ++b) {
+        const std::size_t i = static_cast<std::size_t>(t * nb + b);
+        std::memcpy(quants.data() + qk0 * i, row[static_cast<std::size_t>(b)].qs, qk0);
+        d[i] = fp16_to_fp32(row[static_cast<std::size_t>(b)].d);
+        s[i] = fp16_to_fp32(row[static_cast<std::size_t>(b)].s);
+      }
     }
   }
+  const std::int8_t* qs(std::size_t i) const noexcept { return quants.data() + qk0 * i; }
 };
 
 template <class Block, int R, int K>
@@ -58,7 +68,7 @@ SPITE_AVX2 void q_1_tile(const weight& w, std::int64_t o, const q8_1_batch& xb, 
       for (int k = 0; k < K; ++k) {
         const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
         summs[r][k] = std::fma(mw, xb.s[i], summs[r][k]);
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q[i].qs));
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
         acc[r][k] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&xb.d[i])), _mm256_cvtepi32_ps(dot_lanes(q, xv)), acc[r][k]);
       }
     }
@@ -70,8 +80,12 @@ SPITE_AVX2 void q_1_tile(const weight& w, std::int64_t o, const q8_1_batch& xb, 
 
 template <class Block, int R>
 void q_1_rows(const weight& w, std::int64_t o, const q8_1_batch& xb, std::int64_t nb, std::int64_t n_tokens, float* y) {
+  constexpr int tile_rows = R > 2 ? 2 : R;  // 4 x 4 accumulators would spill AVX2's 16 registers
   by_token_tiles(
-      n_tokens, [&](std::int64_t t) { q_1_tile<Block, R, 4>(w, o, xb, nb, t, y); },
+      n_tokens,
+      [&](std::int64_t t) {
+        for (int h = 0; h < R; h += tile_rows) q_1_tile<Block, tile_rows, 4>(w, o + h, xb, nb, t, y);
+      },
       [&](std::int64_t t) { q_1_tile<Block, R, 1>(w, o, xb, nb, t, y); });
 }
 

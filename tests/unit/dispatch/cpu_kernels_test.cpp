@@ -160,10 +160,12 @@ TEST_CASE("the SIMD grid i-quant and ternary matmuls give the reference's bits")
 TEST_CASE("the SIMD F16 matmul gives the reference's bits") {
   check_bit_identical(tensor_type::f16, 16);  // GEMM path (rows a multiple of 4) and vector path
   check_bit_identical(tensor_type::f16, 80);  // 64-element blocks and a tail
+  check_bit_identical(tensor_type::f16, 400);  // 1200 elements: the batch GEMM's 512-element chunks and a short last one
 }
 TEST_CASE("the SIMD F32 matmul gives the reference's bits") {
   check_bit_identical(tensor_type::f32, 16);  // GEMM path (rows a multiple of 4) and vector path
   check_bit_identical(tensor_type::f32, 80);  // 64-element blocks and a tail
+  check_bit_identical(tensor_type::f32, 400);  // 1200 elements: the batch GEMM's 512-element chunks and a short last one
 }
 TEST_CASE("the SIMD BF16 matmul gives the reference's bits") {
   check_bit_identical(tensor_type::bf16, 32);  // the 32-value pair path
