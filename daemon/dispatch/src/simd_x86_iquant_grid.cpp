@@ -1,12 +1,16 @@
 // AVX2 versions of the grid i-quant and ternary matmuls (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
-// IQ3_XXS, IQ3_S, TQ1_0, TQ2_0): the blocks are decoded as in ref_dot_iquants.cpp (table
-// lookups), the 8 integer lanes of each super-block come from maddubs over 32 elements at a
+// IQ3_XXS, IQ3_S, TQ1_0, TQ2_0): the IQ2 / IQ3 blocks are decoded in registers (grid rows
+// gathered into vectors, signs applied to the activations), the others as in
+// ref_dot_iquants.cpp (table lookups); the 8 integer lanes of each super-block come from maddubs over 32 elements at a
 // time and the float lanes from one vector fma, which are the reference's exact integers and
 // fmas (iquant_dots.hpp), so the same bits.
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
+#include <algorithm>
 #include <array>
+#include <bit>
+#include <cstring>
 
 #include "iquant_dots.hpp"
 
@@ -48,60 +52,139 @@ struct avx2_lanes {
   }
 };
 
-// ---- IQ2_XXS and IQ3_XXS decoded in registers: their grid values are positive bytes, so a
-// grid vector goes into maddubs as it is and the signs move onto the activations.
+// ---- IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S decoded in registers: their grid values are
+// positive bytes, so a grid vector goes into maddubs as it is and the signs move onto the
+// activations. Each type gives, per 32 elements, the grid bytes, the signs as +1 / -1 bytes and
+// the int16 scales of its two halves.
 
-// ksigns_iq2xs[i] as eight bytes of +1 / -1 (bit j set: element j negative).
-const std::uint64_t* sign_bytes() {
-  static const auto table = [] {
-    std::array<std::uint64_t, 128> t{};
-    for (std::size_t i = 0; i < t.size(); ++i) {
-      for (int j = 0; j < 8; ++j) {
-        const std::uint64_t byte = (gguf::quants::iq::ksigns_iq2xs[i] >> j) & 1 ? 0xFF : 0x01;
-        t[i] |= byte << (8 * j);
-      }
-    }
-    return t;
-  }();
-  return table.data();
+// Eight sign bits (bit j set: element j negative) as eight bytes of +1 / -1.
+constexpr std::uint64_t sign_bytes_of(unsigned bits) {
+  std::uint64_t v = 0;
+  for (int j = 0; j < 8; ++j) v |= static_cast<std::uint64_t>((bits >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+  return v;
 }
 
-// The reference's dot_plain for these types: the same lanes (exact integers), the same fma per
-// super-block, post * reduce8 at the end.
-template <class Block, bool Iq3>
-SPITE_AVX2 float dot_xxs(const Block* x, const gguf::block_q8_K* y, std::int64_t nb) {
-  namespace iq = gguf::quants::iq;
-  const std::uint64_t* signs = sign_bytes();
+// Every sign byte, and the 7-bit sign indices of ksigns_iq2xs (the 8th sign makes the count of
+// negatives even), as constant tables.
+constexpr auto raw_sign_table = [] {
+  std::array<std::uint64_t, 256> t{};
+  for (unsigned i = 0; i < t.size(); ++i) t[i] = sign_bytes_of(i);
+  return t;
+}();
+constexpr auto parity_sign_table = [] {
+  std::array<std::uint64_t, 128> t{};
+  for (unsigned i = 0; i < t.size(); ++i) t[i] = sign_bytes_of(i | (static_cast<unsigned>(std::popcount(i) & 1) << 7));
+  return t;
+}();
+inline const std::uint64_t* raw_sign_bytes() { return raw_sign_table.data(); }
+inline const std::uint64_t* sign_bytes() { return parity_sign_table.data(); }
+
+SPITE_AVX2 inline __m256i grid64(const std::uint64_t* grid, int i0, int i1, int i2, int i3) {
+  return _mm256_setr_epi64x(static_cast<long long>(grid[i0]), static_cast<long long>(grid[i1]), static_cast<long long>(grid[i2]),
+                            static_cast<long long>(grid[i3]));
+}
+// Eight 4-byte grid rows, row k at index(k).
+template <class Index>
+SPITE_AVX2 inline __m256i grid32(const std::uint32_t* grid, const Index& index) {
+  const auto row = [&](int k) { return static_cast<int>(grid[index(k)]); };
+  return _mm256_setr_epi32(row(0), row(1), row(2), row(3), row(4), row(5), row(6), row(7));
+}
+SPITE_AVX2 inline __m256i signs64(const std::uint64_t* table, unsigned s0, unsigned s1, unsigned s2, unsigned s3) {
+  return grid64(table, static_cast<int>(s0), static_cast<int>(s1), static_cast<int>(s2), static_cast<int>(s3));
+}
+SPITE_AVX2 inline __m256i halves(int lo, int hi) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<std::int16_t>(hi)), _mm_set1_epi16(static_cast<std::int16_t>(lo)));
+}
+
+struct sub_block {
+  __m256i grid, signs, scales;
+};
+
+struct iq2_xxs_decoder {
+  using block = gguf::block_iq2_xxs;
+  static constexpr float post = 0.125f;
+  SPITE_AVX2 static sub_block decode(const block& b, int ib) {
+    const auto* q = reinterpret_cast<const std::uint8_t*>(b.qs) + 8 * ib;
+    std::uint32_t meta;
+    std::memcpy(&meta, q + 4, 4);
+    const int scale = 2 * static_cast<int>(meta >> 28) + 1;
+    return {grid64(gguf::quants::iq::iq2xxs_grid, q[0], q[1], q[2], q[3]),
+            signs64(sign_bytes(), meta & 127, (meta >> 7) & 127, (meta >> 14) & 127, (meta >> 21) & 127), halves(scale, scale)};
+  }
+};
+
+struct iq2_xs_decoder {
+  using block = gguf::block_iq2_xs;
+  static constexpr float post = 0.125f;
+  SPITE_AVX2 static sub_block decode(const block& b, int ib) {
+    std::uint16_t code[4];
+    std::memcpy(code, b.qs + 4 * ib, 8);
+    return {grid64(gguf::quants::iq::iq2xs_grid, code[0] & 511, code[1] & 511, code[2] & 511, code[3] & 511),
+            signs64(sign_bytes(), code[0] >> 9, code[1] >> 9, code[2] >> 9, code[3] >> 9),
+            halves(2 * (b.scales[ib] & 0xf) + 1, 2 * (b.scales[ib] >> 4) + 1)};
+  }
+};
+
+struct iq2_s_decoder {
+  using block = gguf::block_iq2_s;
+  static constexpr float post = 0.125f;
+  SPITE_AVX2 static sub_block decode(const block& b, int ib) {
+    const std::uint8_t* idx = b.qs + 4 * ib;
+    const std::uint8_t* sg = b.qs + gguf::qk_k / 8 + 4 * ib;
+    const int qh = b.qh[ib];
+    return {grid64(gguf::quants::iq::iq2s_grid, idx[0] | ((qh << 8) & 0x300), idx[1] | ((qh << 6) & 0x300),
+                   idx[2] | ((qh << 4) & 0x300), idx[3] | ((qh << 2) & 0x300)),
+            signs64(raw_sign_bytes(), sg[0], sg[1], sg[2], sg[3]), halves(2 * (b.scales[ib] & 0xf) + 1, 2 * (b.scales[ib] >> 4) + 1)};
+  }
+};
+
+struct iq3_xxs_decoder {
+  using block = gguf::block_iq3_xxs;
+  static constexpr float post = 0.25f;
+  SPITE_AVX2 static sub_block decode(const block& b, int ib) {
+    const std::uint8_t* g = b.qs + 8 * ib;
+    std::uint32_t meta;
+    std::memcpy(&meta, b.qs + gguf::qk_k / 4 + 4 * ib, 4);
+    const int scale = 2 * static_cast<int>(meta >> 28) + 1;
+    return {grid32(gguf::quants::iq::iq3xxs_grid, [&](int k) { return g[k]; }),
+            signs64(sign_bytes(), meta & 127, (meta >> 7) & 127, (meta >> 14) & 127, (meta >> 21) & 127), halves(scale, scale)};
+  }
+};
+
+struct iq3_s_decoder {
+  using block = gguf::block_iq3_s;
+  static constexpr float post = 1.0f;
+  SPITE_AVX2 static sub_block decode(const block& b, int ib) {
+    const std::uint8_t* q = b.qs + 8 * ib;
+    const std::uint8_t* sg = b.signs + 4 * ib;
+    const int qh = b.qh[ib];
+    const int scale = 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf) + 1;
+    return {grid32(gguf::quants::iq::iq3s_grid, [&](int k) { return q[k] | (((qh >> k) & 1) << 8); }),
+            signs64(raw_sign_bytes(), sg[0], sg[1], sg[2], sg[3]), halves(scale, scale)};
+  }
+};
+
+// The reference's dot_plain for these types: the same lanes (exact integers: pair sums of at
+// most 2 * 62 * 127), the same fma per super-block, post * reduce8 at the end.
+template <class D>
+SPITE_AVX2 float dot_grid(const typename D::block* x, const gguf::block_q8_K* y, std::int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (std::int64_t i = 0; i < nb; ++i) {
-    const auto* q = reinterpret_cast<const std::uint8_t*>(x[i].qs);
     __m256i lanes = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ++ib) {
-      std::uint32_t meta;
-      __m256i grid;
-      if constexpr (Iq3) {
-        std::memcpy(&meta, q + iquant::qk / 4 + 4 * ib, 4);
-        const std::uint8_t* g = q + 8 * ib;
-        grid = _mm256_setr_epi32(static_cast<int>(iq::iq3xxs_grid[g[0]]), static_cast<int>(iq::iq3xxs_grid[g[1]]),
-                                 static_cast<int>(iq::iq3xxs_grid[g[2]]), static_cast<int>(iq::iq3xxs_grid[g[3]]),
-                                 static_cast<int>(iq::iq3xxs_grid[g[4]]), static_cast<int>(iq::iq3xxs_grid[g[5]]),
-                                 static_cast<int>(iq::iq3xxs_grid[g[6]]), static_cast<int>(iq::iq3xxs_grid[g[7]]));
-      } else {
-        std::memcpy(&meta, q + 8 * ib + 4, 4);
-        const std::uint8_t* g = q + 8 * ib;
-        grid = _mm256_setr_epi64x(static_cast<long long>(iq::iq2xxs_grid[g[0]]), static_cast<long long>(iq::iq2xxs_grid[g[1]]),
-                                  static_cast<long long>(iq::iq2xxs_grid[g[2]]), static_cast<long long>(iq::iq2xxs_grid[g[3]]));
-      }
-      const __m256i s = _mm256_setr_epi64x(static_cast<long long>(signs[meta & 127]), static_cast<long long>(signs[(meta >> 7) & 127]),
-                                           static_cast<long long>(signs[(meta >> 14) & 127]),
-                                           static_cast<long long>(signs[(meta >> 21) & 127]));
+      const sub_block sb = D::decode(x[i], ib);
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
-      const __m256i pairs = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(xv, s));
-      lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(pairs, _mm256_set1_epi16(static_cast<std::int16_t>(2 * (meta >> 28) + 1))));
+      const __m256i pairs = _mm256_maddubs_epi16(sb.grid, _mm256_sign_epi8(xv, sb.signs));
+      lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(pairs, sb.scales));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), _mm256_cvtepi32_ps(lanes), acc);
   }
-  return (Iq3 ? 0.25f : 0.125f) * reduce8_vec(acc);
+  return D::post * reduce8_vec(acc);
+}
+
+template <class D>
+constexpr exact_matmul grid_matmul(gguf::tensor_type type) {
+  return {type, iquant::matmul_q8_K<typename D::block, dot_grid<D>>};
 }
 
 }  // namespace
@@ -110,11 +193,14 @@ std::span<const exact_matmul> grid_iquant_matmuls() {
   // IQ4_XS has a faster kernel of its own (simd_x86_iquants.cpp).
   static const auto table = [] {
     std::vector<exact_matmul> t;
+    const exact_matmul in_registers[] = {
+        grid_matmul<iq2_xxs_decoder>(gguf::tensor_type::iq2_xxs), grid_matmul<iq2_xs_decoder>(gguf::tensor_type::iq2_xs),
+        grid_matmul<iq2_s_decoder>(gguf::tensor_type::iq2_s), grid_matmul<iq3_xxs_decoder>(gguf::tensor_type::iq3_xxs),
+        grid_matmul<iq3_s_decoder>(gguf::tensor_type::iq3_s)};
     for (const exact_matmul& m : iquant::matmuls<avx2_lanes>) {
-      if (m.type == gguf::tensor_type::iq2_xxs) {
-        t.push_back({m.type, iquant::matmul_q8_K<gguf::block_iq2_xxs, dot_xxs<gguf::block_iq2_xxs, false>>});
-      } else if (m.type == gguf::tensor_type::iq3_xxs) {
-        t.push_back({m.type, iquant::matmul_q8_K<gguf::block_iq3_xxs, dot_xxs<gguf::block_iq3_xxs, true>>});
+      const auto own = std::find_if(std::begin(in_registers), std::end(in_registers), [&](const exact_matmul& r) { return r.type == m.type; });
+      if (own != std::end(in_registers)) {
+        t.push_back(*own);
       } else if (m.type != gguf::tensor_type::iq4_xs) {
         t.push_back(m);
       }
