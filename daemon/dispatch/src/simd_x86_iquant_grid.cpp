@@ -8,6 +8,7 @@
 
 #if defined(__x86_64__)
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -182,6 +183,73 @@ SPITE_AVX2 float dot_grid(const typename D::block* x, const gguf::block_q8_K* y,
   return D::post * reduce8_vec(acc);
 }
 
+// ---- IQ1_S and IQ1_M in registers: grid values -1, 0, 1 (signed bytes, so maddubs takes their
+// magnitudes with their signs moved onto the activations), and the delta term.
+
+SPITE_AVX2 inline __m256i signed_pairs(__m256i w, __m256i x) {
+  return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+// The reference's dot_iq1_s: lanes of grid . q times the per-32 scale, one fma per super-block,
+// the delta term from the activation sums in its own float chain.
+SPITE_AVX2 float dot_iq1_s(const gguf::block_iq1_s* x, const gguf::block_q8_K* y, std::int64_t nb) {
+  namespace iq = gguf::quants::iq;
+  __m256 acc = _mm256_setzero_ps();
+  float acc1 = 0.0f;
+  for (std::int64_t i = 0; i < nb; ++i) {
+    __m256i lanes = _mm256_setzero_si256();
+    int sumi1 = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      std::uint16_t qh;
+      std::memcpy(&qh, &x[i].qh[ib], 2);
+      const std::uint8_t* q = x[i].qs + 4 * ib;
+      const int scale = 2 * ((qh >> 12) & 7) + 1;
+      const __m256i grid = grid64(iq::iq1s_grid, q[0] | ((qh << 8) & 0x700), q[1] | ((qh << 5) & 0x700),
+                                  q[2] | ((qh << 2) & 0x700), q[3] | ((qh >> 1) & 0x700));
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
+      lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(signed_pairs(grid, xv), _mm256_set1_epi16(static_cast<std::int16_t>(scale))));
+      const int delta_sign = (qh & 0x8000) != 0 ? -1 : 1;
+      sumi1 += (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]) * delta_sign * scale;
+    }
+    const float d = y[i].d * _cvtsh_ss(x[i].d);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc);
+    acc1 = std::fma(d, static_cast<float>(sumi1), acc1);
+  }
+  return std::fma(iq::iq1s_delta, acc1, reduce8_vec(acc));
+}
+
+// The reference's dot_iq1_m: grid lanes and delta lanes (+-1 per 8 elements), each with the
+// per-16 scales and its own fma per super-block.
+SPITE_AVX2 float dot_iq1_m(const gguf::block_iq1_m* x, const gguf::block_q8_K* y, std::int64_t nb) {
+  namespace iq = gguf::quants::iq;
+  const __m256i plus = _mm256_set1_epi8(1);
+  __m256 acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < nb; ++i) {
+    std::uint16_t sc[4];
+    std::memcpy(sc, x[i].scales, 8);
+    __m256i lanes1 = _mm256_setzero_si256(), lanes2 = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ++ib) {
+      const int shift = 6 * (ib % 2);
+      const __m256i scales = halves(2 * ((sc[ib / 2] >> shift) & 7) + 1, 2 * ((sc[ib / 2] >> (shift + 3)) & 7) + 1);
+      const std::uint8_t* q = x[i].qs + 4 * ib;
+      const int h0 = x[i].qh[2 * ib], h1 = x[i].qh[2 * ib + 1];
+      const __m256i grid = grid64(iq::iq1s_grid, q[0] | ((h0 << 8) & 0x700), q[1] | ((h0 << 4) & 0x700),
+                                  q[2] | ((h1 << 8) & 0x700), q[3] | ((h1 << 4) & 0x700));
+      const auto delta = [](int nibble) { return static_cast<long long>((nibble & 8) != 0 ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull); };
+      const __m256i signs = _mm256_setr_epi64x(delta(h0), delta(h0 >> 4), delta(h1), delta(h1 >> 4));
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
+      lanes1 = _mm256_add_epi32(lanes1, _mm256_madd_epi16(signed_pairs(grid, xv), scales));
+      lanes2 = _mm256_add_epi32(lanes2, _mm256_madd_epi16(_mm256_maddubs_epi16(plus, _mm256_sign_epi8(xv, signs)), scales));
+    }
+    const std::uint16_t scale_bits =
+        static_cast<std::uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+    const __m256 d = _mm256_set1_ps(y[i].d * _cvtsh_ss(scale_bits));
+    acc1 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes1), acc1);
+    acc2 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes2), acc2);
+  }
+  return std::fma(iq::iq1m_delta, reduce8_vec(acc2), reduce8_vec(acc1));
+}
+
 template <class D>
 constexpr exact_matmul grid_matmul(gguf::tensor_type type) {
   return {type, iquant::matmul_q8_K<typename D::block, dot_grid<D>>};
@@ -196,7 +264,9 @@ std::span<const exact_matmul> grid_iquant_matmuls() {
     const exact_matmul in_registers[] = {
         grid_matmul<iq2_xxs_decoder>(gguf::tensor_type::iq2_xxs), grid_matmul<iq2_xs_decoder>(gguf::tensor_type::iq2_xs),
         grid_matmul<iq2_s_decoder>(gguf::tensor_type::iq2_s), grid_matmul<iq3_xxs_decoder>(gguf::tensor_type::iq3_xxs),
-        grid_matmul<iq3_s_decoder>(gguf::tensor_type::iq3_s)};
+        grid_matmul<iq3_s_decoder>(gguf::tensor_type::iq3_s),
+        {gguf::tensor_type::iq1_s, iquant::matmul_q8_K<gguf::block_iq1_s, dot_iq1_s>},
+        {gguf::tensor_type::iq1_m, iquant::matmul_q8_K<gguf::block_iq1_m, dot_iq1_m>}};
     for (const exact_matmul& m : iquant::matmuls<avx2_lanes>) {
       const auto own = std::find_if(std::begin(in_registers), std::end(in_registers), [&](const exact_matmul& r) { return r.type == m.type; });
       if (own != std::end(in_registers)) {
