@@ -1,57 +1,21 @@
 // AVX2 versions of the grid i-quant and ternary matmuls (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
-// IQ3_XXS, IQ3_S, TQ1_0, TQ2_0): the IQ2 / IQ3 blocks are decoded in registers (grid rows
-// gathered into vectors, signs applied to the activations), the others as in
-// ref_dot_iquants.cpp (table lookups); the 8 integer lanes of each super-block come from maddubs over 32 elements at a
-// time and the float lanes from one vector fma, which are the reference's exact integers and
-// fmas (iquant_dots.hpp), so the same bits.
+// IQ3_XXS, IQ3_S, TQ1_0, TQ2_0): every block is decoded in registers (grid rows gathered into
+// vectors, signs applied to the activations, ternary digits by multiply and shift); the 8
+// integer lanes of each super-block come from maddubs over 32 elements at a time and the float
+// lanes from one vector fma, which are the reference's exact integers and fmas
+// (iquant_dots.hpp), so the same bits.
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
-#include <algorithm>
-#include <cmath>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "iquant_dots.hpp"
 
 namespace spite::dispatch::cpu::x86 {
 namespace {
-
-struct avx2_lanes {
-  // lane k: sum over sub-blocks ib of scale(ib, k / 4) * (elements 4k..4k+3 of w . q). The
-  // signed weights go through maddubs as |w| times q with w's sign (|w| <= 127, |q| <= 127:
-  // the int16 pair sums cannot saturate).
-  SPITE_AVX2 static void lanes(const iquant::decoded& b, const std::int8_t* q, int* lane) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int ib = 0; ib < 8; ++ib) {
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.w + 32 * ib));
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * ib));
-      const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-      const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<std::int16_t>(b.scale16[2 * ib + 1])),
-                                              _mm_set1_epi16(static_cast<std::int16_t>(b.scale16[2 * ib])));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scales));
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lane), acc);
-  }
-
-  SPITE_AVX2 static void accumulate(float* acc, float d, const int* lane) {
-    const __m256 l = _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane)));
-    _mm256_storeu_ps(acc, _mm256_fmadd_ps(_mm256_set1_ps(d), l, _mm256_loadu_ps(acc)));
-  }
-
-  // Unsigned digits 0..2 times activations, lane k over elements 4k..4k+3 of every 32, minus the
-  // activation sums bsums[2k] + bsums[2k + 1].
-  SPITE_AVX2 static void ternary(const std::uint8_t* t, const gguf::block_q8_K& y, int* lane) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c) {
-      acc = _mm256_add_epi32(acc, dot_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32 * c)),
-                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 32 * c))));
-    }
-    const __m256i sums = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), _mm256_set1_epi16(1));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lane), _mm256_sub_epi32(acc, sums));
-  }
-};
 
 // ---- IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S decoded in registers: their grid values are
 // positive bytes, so a grid vector goes into maddubs as it is and the signs move onto the
@@ -250,6 +214,75 @@ SPITE_AVX2 float dot_iq1_m(const gguf::block_iq1_m* x, const gguf::block_q8_K* y
   return std::fma(iq::iq1m_delta, reduce8_vec(acc2), reduce8_vec(acc1));
 }
 
+// ---- TQ1_0 and TQ2_0 in registers: the ternary digits (0..2) of 32 elements at a time, in the
+// element order of the reference's digit buffers, then its lanes (digits . q minus the
+// activation sums) and fma.
+
+// Digit of byte b at power p of 3 (ternary_digit): ((b * p mod 256) * 3) >> 8, on the even and
+// odd bytes of each 16-bit lane; p holds one power per 16-bit lane.
+SPITE_AVX2 inline __m256i ternary_digits(__m256i v, __m256i p) {
+  const __m256i low = _mm256_set1_epi16(0xFF);
+  const __m256i three = _mm256_set1_epi16(3);
+  const __m256i even = _mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(v, low), p), low);
+  const __m256i odd = _mm256_and_si256(_mm256_mullo_epi16(_mm256_srli_epi16(v, 8), p), low);
+  const __m256i de = _mm256_srli_epi16(_mm256_mullo_epi16(even, three), 8);
+  const __m256i d_odd = _mm256_srli_epi16(_mm256_mullo_epi16(odd, three), 8);
+  return _mm256_or_si256(de, _mm256_slli_epi16(d_odd, 8));
+}
+SPITE_AVX2 inline __m256i powers(int lo, int hi) { return halves(lo, hi); }
+
+struct tq1_0_digits {
+  using block = gguf::block_tq1_0;
+  // Elements 0..159: qs[0..31] at powers 1..81; 160..239: qs[32..47] at powers 1..81, 16 at a
+  // time; 240..255: qh[0..3] at powers 1..27, 4 at a time.
+  SPITE_AVX2 static void digits(const block& b, __m256i* t) {
+    const __m256i head = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+    for (int k = 0; k < 5; ++k) t[k] = ternary_digits(head, _mm256_set1_epi16(static_cast<std::int16_t>(k_pow3(k))));
+    const __m128i mid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 32));
+    const __m256i mid2 = _mm256_set_m128i(mid, mid);
+    t[5] = ternary_digits(mid2, powers(1, 3));
+    t[6] = ternary_digits(mid2, powers(9, 27));
+    std::int32_t qh;
+    std::memcpy(&qh, b.qh, 4);
+    t[7] = ternary_digits(_mm256_set_m128i(_mm_set1_epi32(qh), mid),
+                          _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27));
+  }
+  static constexpr int k_pow3(int k) { return k == 0 ? 1 : 3 * k_pow3(k - 1); }
+};
+
+struct tq2_0_digits {
+  using block = gguf::block_tq2_0;
+  // Element 128h + 32k + m: bits 2k..2k+1 of qs[32h + m].
+  SPITE_AVX2 static void digits(const block& b, __m256i* t) {
+    const __m256i three = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
+      t[4 * h] = _mm256_and_si256(v, three);
+      t[4 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 2), three);
+      t[4 * h + 2] = _mm256_and_si256(_mm256_srli_epi16(v, 4), three);
+      t[4 * h + 3] = _mm256_and_si256(_mm256_srli_epi16(v, 6), three);
+    }
+  }
+};
+
+// The reference's dot_tq.
+template <class D>
+SPITE_AVX2 float dot_ternary(const typename D::block* x, const gguf::block_q8_K* y, std::int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < nb; ++i) {
+    __m256i t[8];
+    D::digits(x[i], t);
+    __m256i lanes = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+      lanes = _mm256_add_epi32(lanes, dot_lanes(t[c], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * c))));
+    }
+    const __m256i sums = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)), _mm256_set1_epi16(1));
+    lanes = _mm256_sub_epi32(lanes, sums);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * _cvtsh_ss(x[i].d)), _mm256_cvtepi32_ps(lanes), acc);
+  }
+  return reduce8_vec(acc);
+}
+
 template <class D>
 constexpr exact_matmul grid_matmul(gguf::tensor_type type) {
   return {type, iquant::matmul_q8_K<typename D::block, dot_grid<D>>};
@@ -259,24 +292,17 @@ constexpr exact_matmul grid_matmul(gguf::tensor_type type) {
 
 std::span<const exact_matmul> grid_iquant_matmuls() {
   // IQ4_XS has a faster kernel of its own (simd_x86_iquants.cpp).
-  static const auto table = [] {
-    std::vector<exact_matmul> t;
-    const exact_matmul in_registers[] = {
-        grid_matmul<iq2_xxs_decoder>(gguf::tensor_type::iq2_xxs), grid_matmul<iq2_xs_decoder>(gguf::tensor_type::iq2_xs),
-        grid_matmul<iq2_s_decoder>(gguf::tensor_type::iq2_s), grid_matmul<iq3_xxs_decoder>(gguf::tensor_type::iq3_xxs),
-        grid_matmul<iq3_s_decoder>(gguf::tensor_type::iq3_s),
-        {gguf::tensor_type::iq1_s, iquant::matmul_q8_K<gguf::block_iq1_s, dot_iq1_s>},
-        {gguf::tensor_type::iq1_m, iquant::matmul_q8_K<gguf::block_iq1_m, dot_iq1_m>}};
-    for (const exact_matmul& m : iquant::matmuls<avx2_lanes>) {
-      const auto own = std::find_if(std::begin(in_registers), std::end(in_registers), [&](const exact_matmul& r) { return r.type == m.type; });
-      if (own != std::end(in_registers)) {
-        t.push_back(*own);
-      } else if (m.type != gguf::tensor_type::iq4_xs) {
-        t.push_back(m);
-      }
-    }
-    return t;
-  }();
+  static const exact_matmul table[] = {
+      grid_matmul<iq2_xxs_decoder>(gguf::tensor_type::iq2_xxs),
+      grid_matmul<iq2_xs_decoder>(gguf::tensor_type::iq2_xs),
+      grid_matmul<iq2_s_decoder>(gguf::tensor_type::iq2_s),
+      grid_matmul<iq3_xxs_decoder>(gguf::tensor_type::iq3_xxs),
+      grid_matmul<iq3_s_decoder>(gguf::tensor_type::iq3_s),
+      {gguf::tensor_type::iq1_s, iquant::matmul_q8_K<gguf::block_iq1_s, dot_iq1_s>},
+      {gguf::tensor_type::iq1_m, iquant::matmul_q8_K<gguf::block_iq1_m, dot_iq1_m>},
+      {gguf::tensor_type::tq1_0, iquant::matmul_q8_K<gguf::block_tq1_0, dot_ternary<tq1_0_digits>>},
+      {gguf::tensor_type::tq2_0, iquant::matmul_q8_K<gguf::block_tq2_0, dot_ternary<tq2_0_digits>>},
+  };
   return table;
 }
 
