@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -27,5 +28,12 @@ struct cache_aligned_allocator {
 
 template <class T>
 using aligned_vector = std::vector<T, cache_aligned_allocator<T>>;
+
+// `n` bytes on a cache line, shared (the load-time packed copies of weights: their blocks are
+// laid out so that the quants sit on 32-byte boundaries when the buffer does).
+inline std::shared_ptr<std::byte[]> make_aligned_bytes(std::size_t n) {
+  auto* p = static_cast<std::byte*>(::operator new(n, std::align_val_t{cache_line}));
+  return {p, [](std::byte* q) { ::operator delete(q, std::align_val_t{cache_line}); }};
+}
 
 }  // namespace spite::dispatch::cpu

@@ -160,7 +160,7 @@ SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_bat
 std::size_t pack_q4_0(weight& w) {
   const std::int64_t nb = w.in / qk0, groups = w.out / 8;
   const std::size_t bytes = static_cast<std::size_t>(groups * nb) * q4_0_packed_block;
-  auto buffer = std::make_shared_for_overwrite<std::byte[]>(bytes);
+  auto buffer = make_aligned_bytes(bytes);
   for (std::int64_t g = 0; g < groups; ++g) {
     for (std::int64_t b = 0; b < nb; ++b) {
       std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * q4_0_packed_block;

@@ -144,7 +144,7 @@ SPITE_AVX2 void q4_K_fused_rows8(const weight& w, std::int64_t o, const gguf::bl
 std::size_t pack_q4_K_impl(weight& w) {
   const std::int64_t nb = w.in / qkk, groups = w.out / 8;
   const std::size_t bytes = static_cast<std::size_t>(groups * nb) * q4_K_packed_block;
-  auto buffer = std::make_shared_for_overwrite<std::byte[]>(bytes);
+  auto buffer = make_aligned_bytes(bytes);
   for (std::int64_t g = 0; g < groups; ++g) {
     for (std::int64_t b = 0; b < nb; ++b) {
       std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * q4_K_packed_block;
@@ -339,7 +339,7 @@ SPITE_AVX2 void q6_K_dot(const q6_K_row& r, const gguf::block_q8_K* xq, std::int
 template <int R, int K>
 SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
                            std::int64_t out, float* y) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
   const gguf::block_q6_K* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_q6_K*>(w.row(o + r));
   __m256 acc[R][K];
@@ -354,18 +354,21 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
       const std::int8_t* sc = blk.scales;
       __m256i lanes[K];
       for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
       for (int c = 0; c < 2; ++c) {
         const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * c));
         const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c));
         const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c + 32));
         for (int j = 0; j < 4; ++j) {
           // Element 128c + 32j + l: nibble of ql[64c + 32(j & 1) + l] (low for j < 2) with bits
-          // 2j..2j+1 of qh[32c + l] above it.
+          // 2j..2j+1 of qh[32c + l] above it (moved to bits 4..5 in one shift).
           const __m256i l = (j & 1) != 0 ? l1 : l0;
           const __m256i nib = j < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-          const __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), m2), 4));
+          const __m256i hbits = j < 2 ? _mm256_slli_epi16(h, 4 - 2 * j) : j == 2 ? h : _mm256_srli_epi16(h, 2);
+          const __m256i q = _mm256_or_si256(nib, _mm256_and_si256(hbits, m2 /* 0x30 */));
           const int g = 4 * c + j;
-          const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+          // sc[2g] for the first 16 elements, sc[2g + 1] for the second, as int16.
+          const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_set_epi64x(0x0101010101010101LL * (2 * g + 1), 0x0101010101010101LL * (2 * g))));
           for (int k = 0; k < K; ++k) {
             const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
             lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(q, xv, scales));
