@@ -49,12 +49,10 @@ std::vector<int> allowed_cpus() {
   return out;
 }
 
-void run_chunk(const std::function<void(std::int64_t, std::int64_t, int)>& fn, std::int64_t n, int index, int count) {
-  const std::int64_t chunk = (n + count - 1) / count;
-  const std::int64_t begin = std::min<std::int64_t>(n, chunk * index);
-  const std::int64_t end = std::min<std::int64_t>(n, begin + chunk);
-  if (begin < end) fn(begin, end, index);
-}
+// Chunks per thread of a job: enough that a thread slowed down (the host's other load, a busier
+// core) ends up with fewer of them instead of everyone waiting for it at the end, few enough
+// that each stays a long contiguous run for the prefetchers.
+constexpr std::int64_t chunks_per_thread = 4;
 
 }  // namespace
 
@@ -107,6 +105,8 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
   }
   job_ = &fn;
   n_ = n;
+  chunk_ = std::max<std::int64_t>(1, n / (chunks_per_thread * size()));
+  next_.store(size(), std::memory_order_relaxed);
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
     // Under the mutex, so that a worker about to sleep sees either the new generation or the
@@ -115,13 +115,24 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  run_chunk(fn, n, 0, size());
+  run_claimed(0);
   auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
   if (!spin_until(all_done)) {
     std::unique_lock lock(mu_);
     done_.wait(lock, all_done);
   }
   job_ = nullptr;
+}
+
+void thread_pool::run_claimed(int index) {
+  const auto& fn = *job_;
+  // Chunk `index` is this thread's own (with as many items as threads, one each); the rest go
+  // to whichever thread asks first.
+  for (std::int64_t c = index;; c = next_.fetch_add(1, std::memory_order_relaxed)) {
+    const std::int64_t begin = c * chunk_;
+    if (begin >= n_) return;
+    fn(begin, std::min(n_, begin + chunk_), index);
+  }
 }
 
 void thread_pool::worker(int index) {
@@ -135,7 +146,7 @@ void thread_pool::worker(int index) {
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
-    run_chunk(*job_, n_, index, size());
+    run_claimed(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mu_);  // the caller may be between its check and its wait
       done_.notify_one();

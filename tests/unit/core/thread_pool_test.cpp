@@ -1,10 +1,11 @@
-// The compute thread pool: every index is visited once, by the thread the chunking gives it, and
-// with pinning on each thread runs on a CPU of its own.
+// The compute thread pool: every index is visited once, chunks go to the threads that are free,
+// and with pinning on each thread runs on a CPU of its own.
 #include <catch2/catch.hpp>
 #include <pthread.h>
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -28,6 +29,22 @@ TEST_CASE("thread pool: parallel_for covers every index exactly once, many times
       for (const auto& s : seen) REQUIRE(s.load() == 1);
     }
   }
+}
+
+TEST_CASE("thread pool: a thread held up in its first chunk leaves the other chunks to the others") {
+  spite::thread_pool pool(3);
+  constexpr std::int64_t n = 1200;  // 12 chunks of 100
+  std::vector<std::atomic<int>> by_thread(3);
+  std::vector<std::atomic<int>> seen(static_cast<std::size_t>(n));
+  pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int thread) {
+    if (thread == 1 && begin == 100) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    by_thread[static_cast<std::size_t>(thread)] += static_cast<int>(end - begin);
+    for (std::int64_t i = begin; i < end; ++i) seen[static_cast<std::size_t>(i)]++;
+  });
+  for (const auto& s : seen) REQUIRE(s.load() == 1);
+  // Thread 1 ran its own chunk only; a static split would have given it 400.
+  CHECK(by_thread[1].load() == 100);
+  CHECK(by_thread[0].load() + by_thread[2].load() == n - 100);
 }
 
 TEST_CASE("thread pool: with pinning each thread, the caller included, runs on one CPU of its own") {

@@ -1,5 +1,8 @@
-// One persistent pool of compute threads. parallel_for splits [0, n) into contiguous chunks, one
-// per thread, and returns when all are done; no thread is created per operation.
+// One persistent pool of compute threads. parallel_for splits [0, n) into contiguous chunks, a
+// few per thread: thread i starts with chunk i and then claims the rest from a shared counter,
+// so one slowed down by the host's other load ends up with fewer. Returns when all are done; no
+// thread is created per operation. Which thread runs a chunk depends on timing, so callers keep
+// results independent of the split (every output element computed by one call).
 //
 // A forward pass calls parallel_for hundreds of times per token, a few microseconds apart, so
 // hand-offs spin first: a worker that finished a job spins on the job counter for a short while
@@ -34,12 +37,14 @@ class thread_pool {
   static void set_pinning(bool on) noexcept;
   static bool pinning() noexcept;
 
-  // fn(begin, end, thread_index) over disjoint ranges covering [0, n). The calling thread works
-  // too. Calls must not be nested or made from two threads at once.
+  // fn(begin, end, thread_index) over disjoint ranges covering [0, n), possibly several calls
+  // per thread (thread_index names the thread, for per-thread scratch). The calling thread
+  // works too. Calls must not be nested or made from two threads at once.
   void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t, int)>& fn);
 
  private:
   void worker(int index);
+  void run_claimed(int index);  // claims and runs chunks of the current job until none is left
   void pin(int index) const;
 
   std::vector<std::thread> workers_;
@@ -48,6 +53,8 @@ class thread_pool {
   // Written before generation_ is published (release) and read after it is seen (acquire).
   const std::function<void(std::int64_t, std::int64_t, int)>* job_ = nullptr;
   std::int64_t n_ = 0;
+  std::int64_t chunk_ = 1;
+  std::atomic<std::int64_t> next_{0};  // the next chunk to claim (chunk i < size() is thread i's)
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
