@@ -7,10 +7,15 @@ function(spite_add_daemon_test target)
   add_dependencies(${target} spited spitectl)
 endfunction()
 
+# The HTTP client of these tests, compiled once for all of them.
+add_library(spite_test_http_client STATIC support/http_client.cpp)
+target_include_directories(spite_test_http_client PUBLIC support)
+target_link_libraries(spite_test_http_client PUBLIC nlohmann_json::nlohmann_json PRIVATE spite_warnings)
+
 # spited's OpenAI HTTP API as a real process on loopback (test_http).
 spite_add_daemon_test(test_http HAS_SLOW
-  SOURCES e2e/http_api_test.cpp e2e/http_robustness_test.cpp support/http_client.cpp
-  DEPS nlohmann_json::nlohmann_json)
+  SOURCES e2e/http_api_test.cpp e2e/http_robustness_test.cpp
+  DEPS spite_test_http_client)
 
 
 # The official openai SDK (Node 20, "openai": "^6") against a spited with an API key: models,
@@ -27,11 +32,11 @@ set_tests_properties(openai_node_client PROPERTIES
 # Embeddings, structured output, forced tool calls, logprobs (against the golden logits), token-id
 # prompts and fill-in-the-middle suffixes.
 spite_add_daemon_test(test_http_features
-  SOURCES e2e/http_features_test.cpp e2e/http_prompts_test.cpp support/http_client.cpp
-  DEPS nlohmann_json::nlohmann_json spite::gguf)
+  SOURCES e2e/http_features_test.cpp e2e/http_prompts_test.cpp
+  DEPS spite_test_http_client spite::gguf)
 
 # The API and `spitectl run` on a MoE (tiny-qwen3moe) and an MLA (tiny-deepseek2) model: golden
 # greedy completions, embeddings and streamed chat.
 spite_add_daemon_test(test_http_arch
-  SOURCES e2e/http_arch_test.cpp support/http_client.cpp
-  DEPS nlohmann_json::nlohmann_json)
+  SOURCES e2e/http_arch_test.cpp
+  DEPS spite_test_http_client)
