@@ -8,6 +8,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -110,6 +111,29 @@ void by_row_groups(std::int64_t out, thread_pool& pool, const Rows4& rows4, cons
   });
 }
 
+// fn(g, t0, t1) for every group g < groups and every block [t0, t1) of up to `block` activation
+// rows, spread over the pool in block-major order: the threads work through the same activation
+// rows at a time, which then stay in L2 (one thread's pass over a whole large batch would not),
+// and each group's weights are read once per block.
+template <class Fn>
+void by_groups_and_token_blocks(std::int64_t groups, std::int64_t n_tokens, std::int64_t block, thread_pool& pool, const Fn& fn) {
+  const std::int64_t blocks = (n_tokens + block - 1) / block;
+  pool.parallel_for(groups * blocks, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t t0 = i / groups * block;
+      fn(i % groups, t0, std::min(n_tokens, t0 + block));
+    }
+  });
+}
+
+// Activation rows per block of by_groups_and_token_blocks, for activation rows of `row_bytes`
+// (quantized): about 192 KiB of them, which stay in L2 beside a group's weights, a multiple of
+// the 4-row tiles. Smaller blocks would read the weights from memory more often.
+inline std::int64_t token_block(std::size_t row_bytes) {
+  const auto rows = static_cast<std::int64_t>((192u << 10) / std::max<std::size_t>(row_bytes, 1));
+  return std::clamp<std::int64_t>(rows / 4 * 4, 16, 256);
+}
+
 // tile4(t) for each group of 4 activation rows from t, tile1(t) for each row left.
 template <class Tile4, class Tile1>
 void by_token_tiles(std::int64_t n_tokens, const Tile4& tile4, const Tile1& tile1) {
@@ -206,6 +230,8 @@ struct q8_0_batch {
     }
   }
   const std::int8_t* qs(std::size_t i) const noexcept { return quants.data() + qk0 * i; }
+  // Bytes of one activation row of nb blocks, as the kernels read it.
+  static std::size_t row_bytes(std::int64_t nb) noexcept { return static_cast<std::size_t>(nb) * (qk0 + sizeof(float) + sizeof(int)); }
 };
 
 struct rows8_buffer {

@@ -58,20 +58,21 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
   }
 }
 
+// Rows o..o+R-1 against activation rows [t0, t1).
 template <class Block, int R>
-void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, float* y) {
-  std::int64_t t = 0;
-  if (std::is_same_v<Block, gguf::block_q8_0> && R == 4 && n_tokens >= 4) {
+void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, std::int64_t t1, float* y) {
+  std::int64_t t = t0;
+  if (std::is_same_v<Block, gguf::block_q8_0> && R == 4 && t1 - t0 >= 4) {
     if (const q8_0_tiles* vnni = avx512_q8_0_tiles()) {
-      for (; t + 8 <= n_tokens; t += 8) vnni->eight(w, o, xb, nb, t, y);
-      for (; t + 4 <= n_tokens; t += 4) vnni->four(w, o, xb, nb, t, y);
+      for (; t + 8 <= t1; t += 8) vnni->eight(w, o, xb, nb, t, y);
+      for (; t + 4 <= t1; t += 4) vnni->four(w, o, xb, nb, t, y);
     }
   }
   // 4 x 4 accumulators and the block in flight need more than AVX2's 16 registers: the tiles of
   // a batch take 2 rows at a time.
   constexpr int tile_rows = R > 2 ? 2 : R;
   by_token_tiles(
-      n_tokens - t,
+      t1 - t,
       [&](std::int64_t s) {
         for (int h = 0; h < R; h += tile_rows) q8_0_tile<Block, tile_rows, 4>(w, o + h, xb, nb, t + s, y);
       },
@@ -82,9 +83,11 @@ template <class Block>
 void matmul_q8_0_like(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens);
-  by_row_groups(
-      w.out, pool, [&](std::int64_t o) { q8_0_rows<Block, 4>(w, o, xb, nb, n_tokens, y); },
-      [&](std::int64_t o) { q8_0_rows<Block, 1>(w, o, xb, nb, n_tokens, y); });
+  by_groups_and_token_blocks((w.out + 3) / 4, n_tokens, token_block(xb.row_bytes(nb)), pool,
+                             [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+                               if (4 * g + 4 <= w.out) return q8_0_rows<Block, 4>(w, 4 * g, xb, nb, t0, t1, y);
+                               for (std::int64_t o = 4 * g; o < w.out; ++o) q8_0_rows<Block, 1>(w, o, xb, nb, t0, t1, y);
+                             });
 }
 
 // ---- Q4_0 repacked (reference: dot32_repacked in ref_dot_repack.cpp, one lane per output and
@@ -218,14 +221,13 @@ void matmul_q4_0_packed(const weight& w, const q8_0_batch& xb, std::int64_t n_to
   const q4_0_tiles avx2{q4_0_packed_tile<1>, q4_0_packed_tile<4>};
   const q4_0_tiles* vnni = avx512_q4_0_tiles();
   const q4_0_tiles& tiles = vnni != nullptr ? *vnni : avx2;
-  pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t g = begin; g < end; ++g) {
-      const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_0_packed_block;
-      std::int64_t t = 0;
-      for (; t + 4 <= n_tokens; t += 4) tiles.four(group, nb, xb, t, w.out, y + 8 * g);
-      for (; t < n_tokens; ++t) tiles.one(group, nb, xb, t, w.out, y + 8 * g);
-    }
-  });
+  by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(xb.row_bytes(nb)), pool,
+                             [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+                               const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_0_packed_block;
+                               std::int64_t t = t0;
+                               for (; t + 4 <= t1; t += 4) tiles.four(group, nb, xb, t, w.out, y + 8 * g);
+                               for (; t < t1; ++t) tiles.one(group, nb, xb, t, w.out, y + 8 * g);
+                             });
 }
 
 void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {

@@ -229,13 +229,12 @@ void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
   const q4_K_tiles avx2{q4_K_packed_tile<1>, q4_K_packed_tile<4>};
   const q4_K_tiles* vnni = avx512_q4_K_tiles();
   const q4_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
-  pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t g = begin; g < end; ++g) {
-      const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_K_packed_block;
-      std::int64_t t = 0;
-      for (; t + 4 <= n_tokens; t += 4) tiles.four(group, nb, xq, t, ng, w.out, y + 8 * g);
-      for (; t < n_tokens; ++t) tiles.one(group, nb, xq, t, ng, w.out, y + 8 * g);
-    }
+  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
+  by_groups_and_token_blocks(w.out / 8, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+    const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_K_packed_block;
+    std::int64_t t = t0;
+    for (; t + 4 <= t1; t += 4) tiles.four(group, nb, xq, t, ng, w.out, y + 8 * g);
+    for (; t < t1; ++t) tiles.one(group, nb, xq, t, ng, w.out, y + 8 * g);
   });
 }
 
