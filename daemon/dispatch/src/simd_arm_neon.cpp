@@ -1,5 +1,7 @@
-// NEON versions of exact matmuls (Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K) for 64-bit ARM with the dot-product extension (ARMv8.2 SDOT;
-// built with -march=armv8.2-a+dotprod or newer, see cmake/toolchain-aarch64-linux-gnu.cmake).
+// NEON versions of exact matmuls (Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K, and the dot products of
+// the grid i-quants, IQ4_XS and the ternary types) for 64-bit ARM with the dot-product extension
+// (ARMv8.2 SDOT; built with -march=armv8.2-a+dotprod or newer, see
+// cmake/toolchain-aarch64-linux-gnu.cmake).
 // Like the x86 kernels they compute the reference's exact integer block sums and then its float
 // operations in its order, so they give the bits of ref_dot_*.cpp (tests/unit/dispatch/
 // cpu_kernels_test.cpp, run under qemu-aarch64 in CI). SDOT forms exactly the reference's
@@ -12,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "iquant_dots.hpp"
 #include "ref_kquants.hpp"
 #include "ref_q4k.hpp"
 #include "spite/core/half.hpp"
@@ -163,6 +166,40 @@ struct sdot_ints {
   }
 };
 
+// The grid i-quants and ternary types (reference: iquant_dots.hpp with its scalar lanes): the
+// reference's block decoders, the super-block's 8 lanes from SDOT (elements 0-15 of each 32 in
+// lanes 0-3, 16-31 in lanes 4-7, as the x86 kernels' maddubs pairs), its float steps.
+struct sdot_iquant_lanes {
+  static void lanes(const iquant::decoded& b, const std::int8_t* q, int* lane) {
+    int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+    for (int ib = 0; ib < 8; ++ib) {
+      lo = vmlaq_n_s32(lo, lanes4(vld1q_s8(b.w + 32 * ib), q + 32 * ib), b.scale16[2 * ib]);
+      hi = vmlaq_n_s32(hi, lanes4(vld1q_s8(b.w + 32 * ib + 16), q + 32 * ib + 16), b.scale16[2 * ib + 1]);
+    }
+    vst1q_s32(lane, lo);
+    vst1q_s32(lane + 4, hi);
+  }
+
+  static void accumulate(float* acc, float d, const int* lane) {
+    const float32x4_t dv = vdupq_n_f32(d);
+    vst1q_f32(acc, vfmaq_f32(vld1q_f32(acc), dv, vcvtq_f32_s32(vld1q_s32(lane))));
+    vst1q_f32(acc + 4, vfmaq_f32(vld1q_f32(acc + 4), dv, vcvtq_f32_s32(vld1q_s32(lane + 4))));
+  }
+
+  // Digits 0..2 times activations, lane k over elements 4k..4k+3 of every 32, minus the
+  // activation sums bsums[2k] + bsums[2k + 1].
+  static void ternary(const std::uint8_t* t, const gguf::block_q8_K& y, int* lane) {
+    int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+    for (int c = 0; c < 8; ++c) {
+      lo = vaddq_s32(lo, lanes4(vreinterpretq_s8_u8(vld1q_u8(t + 32 * c)), y.qs + 32 * c));
+      hi = vaddq_s32(hi, lanes4(vreinterpretq_s8_u8(vld1q_u8(t + 32 * c + 16)), y.qs + 32 * c + 16));
+    }
+    const int16x8_t bs_lo = vld1q_s16(y.bsums), bs_hi = vld1q_s16(y.bsums + 8);
+    vst1q_s32(lane, vsubq_s32(lo, vpaddlq_s16(bs_lo)));
+    vst1q_s32(lane + 4, vsubq_s32(hi, vpaddlq_s16(bs_hi)));
+  }
+};
+
 constexpr exact_matmul k_table[] = {
     {tensor_type::q8_0, matmul32<gguf::block_q8_0>},
     {tensor_type::q4_0, matmul32<gguf::block_q4_0>},
@@ -174,7 +211,14 @@ constexpr exact_matmul k_table[] = {
 
 }  // namespace
 
-std::span<const exact_matmul> fast_matmuls() { return k_table; }
+std::span<const exact_matmul> fast_matmuls() {
+  static const auto table = [] {
+    std::vector<exact_matmul> t(std::begin(k_table), std::end(k_table));
+    for (const exact_matmul& m : iquant::matmuls<sdot_iquant_lanes>) t.push_back(m);
+    return t;
+  }();
+  return table;
+}
 std::size_t pack_weight(weight&) { return 0; }
 
 }  // namespace spite::dispatch::cpu
