@@ -44,14 +44,20 @@ SPITE_AVX2 inline void q5_K_scales(const gguf::block_q5_K& b, std::int16_t* sc, 
 
 // ---- the quants of one 32-element group g, unsigned, in registers
 
+// Bit `from` of every byte moved to bit `to` in one 16-bit shift (mask the result with 1 << to:
+// the bits a shift carries across a byte boundary land elsewhere).
+SPITE_AVX2 inline __m256i bit_to(__m256i v, int from, int to) {
+  if (from < to) return _mm256_slli_epi16(v, to - from);
+  return from == to ? v : _mm256_srli_epi16(v, from - to);
+}
+
 // Q3_K element 128c + 32k + l (g = 4c + k): bits 2k..2k+1 of qs[32c + l], plus 4 when bit g of
 // hmask[l] is set (the reference subtracts 4 when it is clear; here v = q + 4).
 SPITE_AVX2 inline __m256i q3_K_group(const gguf::block_q3_K& b, __m256i hmask, int g) {
   const int c = g / 4, k = g % 4;
   const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
   const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), _mm256_set1_epi8(3));
-  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hmask, g), _mm256_set1_epi8(1));
-  return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
+  return _mm256_or_si256(lo, _mm256_and_si256(bit_to(hmask, g, 2), _mm256_set1_epi8(4)));
 }
 
 // Q5_K element 64j + l (g = 2j): low nibble of qs[32j + l], element 64j + 32 + l (g = 2j + 1):
@@ -60,8 +66,7 @@ SPITE_AVX2 inline __m256i q5_K_group(const gguf::block_q5_K& b, __m256i qh, int 
   const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (g / 2)));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i nib = (g & 1) != 0 ? _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4) : _mm256_and_si256(qs, m4);
-  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, g), _mm256_set1_epi8(1));
-  return _mm256_or_si256(nib, _mm256_slli_epi16(hi, 4));
+  return _mm256_or_si256(nib, _mm256_and_si256(bit_to(qh, g, 4), _mm256_set1_epi8(0x10)));
 }
 
 // The int16 pair sums of (v - offset) * x, scaled and summed into int32 lanes.
@@ -161,6 +166,39 @@ SPITE_AVX2 void row_dot(const k_row& r, const gguf::block_q8_K* xq, std::int64_t
 
 // ---- decode: each super-block unpacked in registers where it is used, R rows at a time
 
+// A super-block's 16 Q3_K scales (signed) or 8 Q5_K scales and 8 mins (bytes 0-7, 8-15) as one
+// vector, decoded as the reference decodes them.
+SPITE_AVX2 inline __m128i q3_K_scale_bytes(const gguf::block_q3_K& b) {
+  std::uint32_t aux[3];
+  std::memcpy(aux, b.scales, 12);
+  constexpr std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  const __m128i s = _mm_setr_epi32(static_cast<int>((aux[0] & kmask2) | (((aux[2] >> 0) & kmask1) << 4)),
+                                   static_cast<int>((aux[1] & kmask2) | (((aux[2] >> 2) & kmask1) << 4)),
+                                   static_cast<int>(((aux[0] >> 4) & kmask2) | (((aux[2] >> 4) & kmask1) << 4)),
+                                   static_cast<int>(((aux[1] >> 4) & kmask2) | (((aux[2] >> 6) & kmask1) << 4)));
+  return _mm_sub_epi8(s, _mm_set1_epi8(32));
+}
+SPITE_AVX2 inline __m128i q5_K_scale_bytes(const gguf::block_q5_K& b) {
+  std::uint32_t packed[4];
+  scales_mins_k4(b.scales, packed);
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+}
+
+// Group g's scales as int16: bytes `first` for its first 16 elements, `second` for the others.
+SPITE_AVX2 inline __m256i scales_of(__m128i bytes, int first, int second) {
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(bytes, _mm_set_epi64x(0x0101010101010101LL * second, 0x0101010101010101LL * first)));
+}
+
+// The Q5_K mins term, sum_j min_j * (bsum[2j] + bsum[2j+1]), from the mins in bytes 8-15.
+SPITE_AVX2 inline std::int32_t mins_sum_vec(__m128i bytes, const gguf::block_q8_K& x) {
+  const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(bytes, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+  const __m256i prod = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
+  __m128i v = _mm_add_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
+  return _mm_cvtsi128_si32(v);
+}
+
 template <class Block, int R>
 SPITE_AVX2 void fused_rows(const weight& w, std::int64_t o, const gguf::block_q8_K* x, bool first, float* y) {
   constexpr bool is_q3 = std::is_same_v<Block, gguf::block_q3_K>;
@@ -178,28 +216,28 @@ SPITE_AVX2 void fused_rows(const weight& w, std::int64_t o, const gguf::block_q8
     if (first) ahead.step(b);
     for (int r = 0; r < R; ++r) {
       const Block& blk = rows[r][b];
-      std::int16_t sc[16], mins[8];
+      __m128i sc;
       __m256i bits;
       if constexpr (is_q3) {
-        q3_K_scales16(blk, sc);
+        sc = q3_K_scale_bytes(blk);
         bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask));
       } else {
-        q5_K_scales(blk, sc, mins);
+        sc = q5_K_scale_bytes(blk);
         bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
       }
       __m256i lanes = _mm256_setzero_si256();
       for (int g = 0; g < 8; ++g) {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * g));
         if constexpr (is_q3) {
-          lanes = _mm256_add_epi32(lanes, group_lanes<true>(q3_K_group(blk, bits, g), xv, group_scales(sc[2 * g], sc[2 * g + 1])));
+          lanes = _mm256_add_epi32(lanes, group_lanes<true>(q3_K_group(blk, bits, g), xv, scales_of(sc, 2 * g, 2 * g + 1)));
         } else {
-          lanes = _mm256_add_epi32(lanes, group_lanes<false>(q5_K_group(blk, bits, g), xv, group_scales(sc[g], sc[g])));
+          lanes = _mm256_add_epi32(lanes, group_lanes<false>(q5_K_group(blk, bits, g), xv, scales_of(sc, g, g)));
         }
       }
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(blk.d)), _mm256_cvtepi32_ps(lanes), acc[r]);
       if constexpr (!is_q3) {
         const float dmin = -x[b].d * _cvtsh_ss(blk.dmin);
-        summs[r] = std::fma(dmin, static_cast<float>(mins_sum(mins, x[b])), summs[r]);
+        summs[r] = std::fma(dmin, static_cast<float>(mins_sum_vec(sc, x[b])), summs[r]);
       }
     }
   }
