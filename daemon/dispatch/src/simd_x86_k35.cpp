@@ -87,12 +87,12 @@ SPITE_AVX2 inline __m256i group_scales(std::int16_t first, std::int16_t second) 
 struct k_row {
   std::vector<std::uint8_t> q;        // v per element
   std::vector<std::int16_t> scales;   // 16 per group (two halves of 8 equal values)
-  std::vector<std::int16_t> mins;     // Q5_K: 8 per super-block
+  std::vector<std::int16_t> mins;     // Q5_K: 16 per super-block, each min twice (madd with bsums)
   std::vector<float> d, dmin;
   explicit k_row(std::int64_t in)
       : q(static_cast<std::size_t>(in)),
         scales(static_cast<std::size_t>(in / 32 * 16)),
-        mins(static_cast<std::size_t>(in / qkk * 8)),
+        mins(static_cast<std::size_t>(in / qkk * 16)),
         d(static_cast<std::size_t>(in / qkk)),
         dmin(static_cast<std::size_t>(in / qkk)) {}
 };
@@ -107,7 +107,7 @@ SPITE_AVX2 void unpack_row(const Block* w, std::int64_t nb, k_row& r) {
       bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].hmask));
     } else {
       q5_K_scales(w[b], sc, mins);
-      std::memcpy(r.mins.data() + 8 * b, mins, sizeof mins);
+      for (int j = 0; j < 16; ++j) r.mins[static_cast<std::size_t>(16 * b + j)] = mins[j / 2];
       r.dmin[static_cast<std::size_t>(b)] = _cvtsh_ss(w[b].dmin);
       bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
     }
@@ -127,11 +127,14 @@ SPITE_AVX2 void unpack_row(const Block* w, std::int64_t nb, k_row& r) {
   }
 }
 
-// The Q5_K mins term of one super-block: sum_j min_j * (bsum[2j] + bsum[2j+1]).
-SPITE_AVX2 inline std::int32_t mins_sum(const std::int16_t* mins, const gguf::block_q8_K& x) {
-  std::int32_t isum = 0;
-  for (int j = 0; j < 8; ++j) isum += mins[j] * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
-  return isum;
+// The Q5_K mins term of one super-block, sum_j min_j * (bsum[2j] + bsum[2j+1]), from its mins
+// as 16 int16 (each twice).
+SPITE_AVX2 inline std::int32_t mins_sum(__m256i mins, const gguf::block_q8_K& x) {
+  const __m256i prod = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
+  __m128i v = _mm_add_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
+  return _mm_cvtsi128_si32(v);
 }
 
 // K activation rows against one unpacked row; each keeps its own lanes, as the reference.
@@ -155,7 +158,8 @@ SPITE_AVX2 void row_dot(const k_row& r, const gguf::block_q8_K* xq, std::int64_t
       acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[k]), acc[k]);
       if constexpr (!IsQ3) {
         const float dmin = -x.d * r.dmin[static_cast<std::size_t>(b)];
-        summs[k] = std::fma(dmin, static_cast<float>(mins_sum(r.mins.data() + 8 * b, x)), summs[k]);
+        const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.mins.data() + 16 * b));
+        summs[k] = std::fma(dmin, static_cast<float>(mins_sum(mins, x)), summs[k]);
       }
     }
   }
@@ -189,14 +193,9 @@ SPITE_AVX2 inline __m256i scales_of(__m128i bytes, int first, int second) {
   return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(bytes, _mm_set_epi64x(0x0101010101010101LL * second, 0x0101010101010101LL * first)));
 }
 
-// The Q5_K mins term, sum_j min_j * (bsum[2j] + bsum[2j+1]), from the mins in bytes 8-15.
-SPITE_AVX2 inline std::int32_t mins_sum_vec(__m128i bytes, const gguf::block_q8_K& x) {
-  const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(bytes, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
-  const __m256i prod = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
-  __m128i v = _mm_add_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
-  return _mm_cvtsi128_si32(v);
+// The Q5_K mins (bytes 8-15 of its scale bytes) as 16 int16, each twice, for mins_sum.
+SPITE_AVX2 inline __m256i mins_pairs(__m128i bytes) {
+  return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(bytes, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
 }
 
 template <class Block, int R>
@@ -237,7 +236,7 @@ SPITE_AVX2 void fused_rows(const weight& w, std::int64_t o, const gguf::block_q8
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(blk.d)), _mm256_cvtepi32_ps(lanes), acc[r]);
       if constexpr (!is_q3) {
         const float dmin = -x[b].d * _cvtsh_ss(blk.dmin);
-        summs[r] = std::fma(dmin, static_cast<float>(mins_sum_vec(sc, x[b])), summs[r]);
+        summs[r] = std::fma(dmin, static_cast<float>(mins_sum(mins_pairs(sc), x[b])), summs[r]);
       }
     }
   }
