@@ -78,45 +78,48 @@ void iq4_xs_rows(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, st
       [&](std::int64_t t) { iq4_xs_tile<R, 1>(w, o, xq, nb, t, y); });
 }
 
-// ---- IQ4_NL, repacked matrices: one exact block sum and one fma per block and output
-
-SPITE_AVX2 inline std::int32_t hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
+// ---- IQ4_NL, repacked matrices: one exact block sum and one fma per block and output. R rows x
+// K activation rows = 8 outputs at a time: their 8 block sums side by side (transpose_sum8), then
+// one vector fma per block, each lane the reference's scalar fma for its output.
 
 template <int R, int K>
-SPITE_AVX2 void iq4_nl_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
+SPITE_AVX2 void iq4_nl_tile8(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
+  static_assert(R * K == 8);
   const gguf::block_iq4_nl* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_iq4_nl*>(w.row(o + r));
-  float acc[R][K] = {};
+  __m256 acc = _mm256_setzero_ps();
   const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
+    __m256i lanes[8];
+    __m128i dw = _mm_setzero_si128();
     for (int r = 0; r < R; ++r) {
       const __m256i q = iq4_values(rows[r][b].qs);
       const __m256i qabs = _mm256_sign_epi8(q, q);
-      const float dw = _cvtsh_ss(rows[r][b].d);
+      dw = insert_half(dw, rows[r][b].d, r);
       for (int k = 0; k < K; ++k) {
-        const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
-        const std::int32_t isum = hsum_epi32(dot_lanes(qabs, _mm256_sign_epi8(x, q)));
-        acc[r][k] = std::fma(static_cast<float>(isum), dw * xb.d[i], acc[r][k]);
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(static_cast<std::size_t>((t0 + k) * nb + b))));
+        lanes[r * K + k] = dot_lanes(qabs, _mm256_sign_epi8(x, q));
       }
     }
+    // Lane r * K + k: d_w(r) * d_x(k), the reference's scalar product.
+    __m256 d;
+    if constexpr (K == 1) {
+      d = _mm256_mul_ps(_mm256_cvtph_ps(dw), _mm256_set1_ps(xb.d[static_cast<std::size_t>(t0 * nb + b)]));
+    } else {
+      const __m128 dw4 = _mm_cvtph_ps(dw);
+      const __m256 dws = _mm256_set_m128(_mm_shuffle_ps(dw4, dw4, 0x55), _mm_shuffle_ps(dw4, dw4, 0x00));
+      const __m128 dx = _mm_setr_ps(xb.d[static_cast<std::size_t>(t0 * nb + b)], xb.d[static_cast<std::size_t>((t0 + 1) * nb + b)],
+                                    xb.d[static_cast<std::size_t>((t0 + 2) * nb + b)], xb.d[static_cast<std::size_t>((t0 + 3) * nb + b)]);
+      d = _mm256_mul_ps(dws, _mm256_set_m128(dx, dx));
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sum8(lanes)), d, acc);
   }
+  alignas(32) float out8[8];
+  _mm256_store_ps(out8, acc);
   for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + o + r] = acc[r][k];
+    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + o + r] = out8[r * K + k];
   }
-}
-
-template <int R>
-void iq4_nl_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, float* y) {
-  by_token_tiles(
-      n_tokens, [&](std::int64_t t) { iq4_nl_tile<R, 4>(w, o, xb, nb, t, y); },
-      [&](std::int64_t t) { iq4_nl_tile<R, 1>(w, o, xb, nb, t, y); });
 }
 
 }  // namespace
@@ -137,9 +140,14 @@ void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float
   }
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens);
-  pool.parallel_for(w.out / 4, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t g = begin; g < end; ++g) iq4_nl_rows<4>(w, 4 * g, xb, nb, n_tokens, y);
-  });
+  by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(q8_0_batch::row_bytes(nb)), pool,
+                             [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+                               std::int64_t t = t0;
+                               for (; t + 4 <= t1; t += 4) {
+                                 for (int h = 0; h < 8; h += 2) iq4_nl_tile8<2, 4>(w, 8 * g + h, xb, nb, t, y);
+                               }
+                               for (; t < t1; ++t) iq4_nl_tile8<8, 1>(w, 8 * g, xb, nb, t, y);
+                             });
 }
 
 }  // namespace spite::dispatch::cpu::x86
