@@ -1,7 +1,10 @@
 // spitectl bench: prefill and decode speed of a model with the machine's measured bandwidth and
-// peak FLOP/s, in this process (a GGUF file) or in spited (a loaded model's name).
+// peak FLOP/s, in this process (a GGUF file) or in spited (a loaded model's name); or the speed
+// of one matmul kernel on a random matrix of a given type and shape.
 //
 //   spitectl bench --model M [-p 512] [-n 128] [-t THREADS] [-r REPS] [--parallel B] [--no-flash-attn] [--json]
+//   spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--json]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +19,7 @@
 #include "spite/dispatch/dispatcher.hpp"
 #include "spite/dispatch/devices.hpp"
 #include "spite/executor/memory_estimate.hpp"
+#include "spite/gguf/types.hpp"
 #include "spite/models/model.hpp"
 
 namespace spite::ctl {
@@ -63,6 +67,76 @@ void print_report(const json& r) {
   }
 }
 
+void print_matmul_report(const json& r) {
+  const json& ms = r["ms"];
+  std::printf("matmul     : %s, %lld x %lld (%s%s), %lld activation row%s\n", r.value("type", "").c_str(),
+              static_cast<long long>(r.value("out", 0LL)), static_cast<long long>(r.value("in", 0LL)),
+              human_bytes(r.value("weight_bytes", 0ULL)).c_str(), r.value("packed_bytes", 0ULL) > 0 ? ", repacked" : "",
+              static_cast<long long>(r.value("tokens", 0LL)), r.value("tokens", 0LL) == 1 ? "" : "s");
+  std::printf("threads    : %d, repetitions %d\n", r.value("threads", 0), r.value("reps", 0));
+  if (r.value("bandwidth_gb_per_s", 0.0) > 0) {
+    std::printf("machine    : %.1f GB/s memory bandwidth, %.1f GFLOP/s f32 FMA peak (measured now)\n",
+                r.value("bandwidth_gb_per_s", 0.0), r.value("peak_gflop_per_s", 0.0));
+  }
+  std::printf("time       : %.3f ms median (min %.3f, max %.3f)\n", ms.value("median", 0.0), ms.value("min", 0.0),
+              ms.value("max", 0.0));
+  std::printf("compute    : %.1f GFLOP/s, %.1f%% of peak FLOP/s\n", r.value("gflop_per_s", 0.0), 100.0 * r.value("peak_fraction", 0.0));
+  std::printf("weights    : %.2f GB/s, %.1f%% of the bandwidth\n", r.value("weight_gb_per_s", 0.0),
+              100.0 * r.value("bandwidth_fraction", 0.0));
+}
+
+// TYPE:IN:OUT (or TYPE:INxOUT): the weight type by its GGUF name and the matrix shape.
+bool parse_matmul_spec(const std::string& spec, bench::matmul_options& o) {
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos) return false;
+  const gguf::type_traits* t = gguf::find_type_by_name(spec.substr(0, colon));
+  if (t == nullptr) return false;
+  std::string dims = spec.substr(colon + 1);
+  std::replace(dims.begin(), dims.end(), 'x', ':');
+  const auto sep = dims.find(':');
+  if (sep == std::string::npos) return false;
+  try {
+    std::size_t used_in = 0, used_out = 0;
+    const std::string in = dims.substr(0, sep), out = dims.substr(sep + 1);
+    o.in = std::stoll(in, &used_in);
+    o.out = std::stoll(out, &used_out);
+    if (used_in != in.size() || used_out != out.size()) return false;
+  } catch (...) {
+    return false;
+  }
+  o.type = t->type;
+  return true;
+}
+
+int run_matmul_bench(const args& a) {
+  bool ok = true;
+  bench::matmul_options o;
+  if (!parse_matmul_spec(*a.get("--matmul"), o)) {
+    std::fprintf(stderr, "spitectl bench: --matmul takes TYPE:IN:OUT, a GGUF type name and the matrix shape (e.g. Q4_K:4096:4096)\n");
+    return exit_usage;
+  }
+  o.tokens = parse_int(a, "--tokens", 1, 1, 65536, ok);
+  o.threads = parse_int(a, "-t", 0, 0, 1024, ok);
+  o.reps = parse_int(a, "-r", 10, 1, 1000, ok);
+  o.repack = !a.has("--no-repack");
+  o.probes = !a.has("--no-probes");
+  thread_pool::set_pinning(a.has("--pin"));
+  if (!ok) return exit_usage;
+  auto r = bench::run_matmul_bench(o);
+  if (!r) {
+    std::fprintf(stderr, "spitectl bench: %s\n", r.err().message.c_str());
+    return exit_usage;
+  }
+  json report = r->to_json();
+  report["where"] = "in-process";
+  if (a.has("--json")) {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    print_matmul_report(report);
+  }
+  return exit_ok;
+}
+
 }  // namespace
 
 int run_bench(const std::vector<std::string>& argv) {
@@ -75,6 +149,9 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("-r", "N", "repetitions (default 3); medians and spread are reported")
       .option("--parallel", "B", "sequences decoding together (default 1): total decode throughput")
       .option("--socket", "PATH", "spited's control socket, to benchmark a model loaded there")
+      .option("--matmul", "TYPE:IN:OUT", "instead of a model: one weight matrix of this type and shape, random values")
+      .option("--tokens", "N", "with --matmul: activation rows per product (default 1, a decode step)")
+      .flag("--no-repack", "with --matmul: the file's layout, not the load-time packed one")
       .option("--kernels", "DIRS", "kernel plug-in directories (in this process)")
       .flag("--reference-kernels", "use only the built-in kernels (in this process)")
       .flag("--no-probes", "skip the bandwidth and peak FLOP/s probes")
@@ -83,14 +160,16 @@ int run_bench(const std::vector<std::string>& argv) {
       .flag("--json", "machine-readable output")
       .flag("--help", "show this help");
   auto parsed = a.parse(argv);
-  if (!parsed || a.has("--help") || !a.get("--model")) {
+  if (!parsed || a.has("--help") || (!a.get("--model") && !a.get("--matmul"))) {
     if (!parsed) std::fprintf(stderr, "spitectl bench: %s\n", parsed.err().message.c_str());
-    else if (!a.has("--help")) std::fprintf(stderr, "spitectl bench: --model is required\n");
+    else if (!a.has("--help")) std::fprintf(stderr, "spitectl bench: --model or --matmul is required\n");
     std::fprintf(a.has("--help") ? stdout : stderr,
-                 "usage: spitectl bench --model M [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--parallel B] [--json]\n%s",
+                 "usage: spitectl bench --model M [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--parallel B] [--json]\n"
+                 "       spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--json]\n%s",
                  a.help().c_str());
     return a.has("--help") && parsed ? exit_ok : exit_usage;
   }
+  if (a.get("--matmul")) return run_matmul_bench(a);
   bool ok = true;
   bench::bench_options o;
   o.n_prompt = parse_int(a, "-p", 512, 0, 1 << 20, ok);

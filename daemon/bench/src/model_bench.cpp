@@ -171,10 +171,11 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   return r;
 }
 
+nlohmann::json spread::to_json() const {
+  return {{"median", median}, {"min", min}, {"max", max}, {"mean", mean}, {"stddev", stddev}};
+}
+
 nlohmann::json bench_report::to_json() const {
-  const auto sp = [](const spread& s) {
-    return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"stddev", s.stddev}};
-  };
   return {{"model", model},
           {"arch", arch},
           {"weight_type", weight_type},
@@ -190,8 +191,8 @@ nlohmann::json bench_report::to_json() const {
           {"depth", depth},
           {"load_s", load_s},
           {"rss_bytes", rss_bytes},
-          {"pp_tokens_per_s", sp(pp_tps)},
-          {"tg_tokens_per_s", sp(tg_tps)},
+          {"pp_tokens_per_s", pp_tps.to_json()},
+          {"tg_tokens_per_s", tg_tps.to_json()},
           {"bandwidth_gb_per_s", bandwidth_gbs},
           {"peak_gflop_per_s", peak_gflops},
           {"decode_roofline_fraction", decode_roofline},

@@ -19,6 +19,7 @@ namespace spite::bench {
 struct spread {
   double median = 0, min = 0, max = 0, mean = 0, stddev = 0;
   static spread of(std::vector<double> samples);
+  nlohmann::json to_json() const;
 };
 
 // Streaming read of a buffer much larger than the caches with `threads` threads: GB/s.
@@ -58,6 +59,35 @@ struct bench_report {
 // Runs the benchmark on a fresh context of `m` (its own KV memory; nothing shared with
 // requests). A cancelled run ends with an error saying so.
 result<bench_report> run_bench(const gguf::file& file, const models::model& m, const bench_options& options);
+
+// One matrix product y = W x of a weight type and shape on random data, timed over repetitions:
+// one kernel without a model around it (`spitectl bench --matmul`). A matrix larger than the
+// caches shows how close a decode kernel streams to the bandwidth; many activation rows, how
+// close a prefill kernel computes to the peak.
+struct matmul_options {
+  gguf::tensor_type type = gguf::tensor_type::q4_0;
+  std::int64_t in = 4096, out = 4096;  // W: out rows of in elements
+  std::int64_t tokens = 1;             // activation rows (1: one decode step)
+  int threads = 0;                     // 0: every hardware thread
+  int reps = 10;
+  bool repack = true;                  // the load-time packed layout, where the type has one
+  bool probes = true;
+  std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in kernels
+};
+
+struct matmul_report {
+  std::string type;
+  std::int64_t in = 0, out = 0, tokens = 0;
+  int threads = 0, reps = 0;
+  std::uint64_t weight_bytes = 0, packed_bytes = 0;
+  spread ms;                                // per product
+  double gflops = 0, weight_gbs = 0;        // from the median: 2 in out tokens / s, weight bytes / s
+  double bandwidth_gbs = 0, peak_gflops = 0;
+  double peak_fraction = 0, bandwidth_fraction = 0;
+  nlohmann::json to_json() const;
+};
+
+result<matmul_report> run_matmul_bench(const matmul_options& options);
 
 // The resident set of this process, bytes.
 std::uint64_t resident_bytes();

@@ -1,0 +1,132 @@
+// `spitectl bench --matmul`: one weight matrix of a given type and shape, random values, timed
+// through the same kernels a model's matmuls take (the built-in ones, or a dispatcher's table).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "spite/bench/bench.hpp"
+#include "spite/core/thread_pool.hpp"
+#include "spite/dispatch/ops.hpp"
+#include "spite/dispatch/tensor.hpp"
+#include "spite/gguf/types.hpp"
+
+namespace spite::bench {
+namespace {
+
+// Bounds on what one run may allocate: the weights, the activations and the outputs.
+constexpr std::int64_t max_dim = std::int64_t{1} << 20;
+constexpr std::int64_t max_tokens = 65536;
+constexpr std::uint64_t max_weight_bytes = std::uint64_t{8} << 30;
+constexpr std::uint64_t max_activation_floats = std::uint64_t{1} << 28;
+
+// Distinct random rows, quantized with spite's quantizer where the type has one, repeated over
+// the matrix (the time does not depend on the values, and quantizing millions of rows would);
+// random bits for types without a quantizer.
+std::vector<std::byte> random_weights(gguf::tensor_type type, std::int64_t in, std::int64_t out, std::size_t row_bytes) {
+  std::mt19937 rng(20261201);
+  std::vector<std::byte> data(row_bytes * static_cast<std::size_t>(out));
+  const std::int64_t distinct = std::min<std::int64_t>(out, 64);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> row(static_cast<std::size_t>(in));
+  for (std::int64_t r = 0; r < distinct; ++r) {
+    std::byte* dst = data.data() + static_cast<std::size_t>(r) * row_bytes;
+    for (auto& v : row) v = normal(rng);
+    if (gguf::traits(type).from_float == nullptr || !gguf::quantize(type, row.data(), dst, in)) {
+      for (std::size_t i = 0; i < row_bytes; ++i) dst[i] = static_cast<std::byte>(rng() & 0xFF);
+    }
+  }
+  for (std::int64_t r = distinct; r < out; ++r) {
+    std::memcpy(data.data() + static_cast<std::size_t>(r) * row_bytes, data.data() + static_cast<std::size_t>(r % distinct) * row_bytes,
+                row_bytes);
+  }
+  return data;
+}
+
+}  // namespace
+
+result<matmul_report> run_matmul_bench(const matmul_options& o) {
+  if (o.in < 1 || o.in > max_dim || o.out < 1 || o.out > max_dim || o.tokens < 1 || o.tokens > max_tokens || o.reps < 1 ||
+      o.reps > 1000 || o.threads < 0 || o.threads > 1024) {
+    return make_error(errc::invalid_argument, "bench --matmul: in and out 1..1048576, tokens 1..65536, -r 1..1000");
+  }
+  const gguf::type_traits& tr = gguf::traits(o.type);
+  const auto row_bytes = gguf::row_bytes(o.type, o.in);
+  if (!row_bytes || o.in % tr.block_size != 0) {
+    return make_error(errc::invalid_argument, "bench --matmul: " + std::string(tr.name) + " rows hold blocks of " +
+                                                  std::to_string(tr.block_size) + " elements; in = " + std::to_string(o.in) +
+                                                  " is not a multiple");
+  }
+  const std::uint64_t weight_bytes = *row_bytes * static_cast<std::uint64_t>(o.out);
+  if (weight_bytes > max_weight_bytes || static_cast<std::uint64_t>(std::max(o.in, o.out) * o.tokens) > max_activation_floats) {
+    return make_error(errc::invalid_argument, "bench --matmul: at most 8 GiB of weights and 2^28 activations or outputs");
+  }
+
+  matmul_report r;
+  r.type = std::string(tr.name);
+  r.in = o.in;
+  r.out = o.out;
+  r.tokens = o.tokens;
+  r.reps = o.reps;
+  r.weight_bytes = weight_bytes;
+
+  std::vector<std::byte> data = random_weights(o.type, o.in, o.out, static_cast<std::size_t>(*row_bytes));
+  dispatch::weight w;
+  w.data = data.data();
+  w.type = o.type;
+  w.in = o.in;
+  w.out = o.out;
+  w.row_bytes = static_cast<std::size_t>(*row_bytes);
+  if (o.repack) r.packed_bytes = dispatch::pack_for_cpu(w);
+
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(o.in * o.tokens));
+  for (auto& v : x) v = normal(rng);
+  std::vector<float> y(static_cast<std::size_t>(o.out * o.tokens));
+
+  thread_pool pool(o.threads);
+  r.threads = pool.size();
+  const auto& matmul = o.ops ? o.ops->matmul : dispatch::cpu_reference_ops().matmul;
+  matmul(w, x.data(), o.tokens, y.data(), pool);  // warm-up: first-touch pages, lazy tables
+  std::vector<double> ms;
+  for (int i = 0; i < o.reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    matmul(w, x.data(), o.tokens, y.data(), pool);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  r.ms = spread::of(std::move(ms));
+  const double s = r.ms.median / 1e3;
+  r.gflops = 2.0 * static_cast<double>(o.in) * static_cast<double>(o.out) * static_cast<double>(o.tokens) / s / 1e9;
+  r.weight_gbs = static_cast<double>(weight_bytes) / s / 1e9;
+  if (o.probes) {
+    r.bandwidth_gbs = measure_bandwidth(r.threads);
+    r.peak_gflops = measure_peak_gflops(r.threads);
+    if (r.bandwidth_gbs > 0) r.bandwidth_fraction = r.weight_gbs / r.bandwidth_gbs;
+    if (r.peak_gflops > 0) r.peak_fraction = r.gflops / r.peak_gflops;
+  }
+  return r;
+}
+
+nlohmann::json matmul_report::to_json() const {
+  return {{"type", type},
+          {"in", in},
+          {"out", out},
+          {"tokens", tokens},
+          {"threads", threads},
+          {"reps", reps},
+          {"weight_bytes", weight_bytes},
+          {"packed_bytes", packed_bytes},
+          {"ms", ms.to_json()},
+          {"gflop_per_s", gflops},
+          {"weight_gb_per_s", weight_gbs},
+          {"bandwidth_gb_per_s", bandwidth_gbs},
+          {"peak_gflop_per_s", peak_gflops},
+          {"peak_fraction", peak_fraction},
+          {"bandwidth_fraction", bandwidth_fraction}};
+}
+
+}  // namespace spite::bench

@@ -1,0 +1,74 @@
+// spitectl bench --matmul: one weight matrix of any GGUF type and shape, random values, timed
+// through the kernels a model's matmuls take; figures consistent with the shape and the time.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "process.hpp"
+#include "spite/gguf/types.hpp"
+
+using nlohmann::json;
+using spite::test::run_process;
+
+TEST_CASE("bench --matmul times one kernel of any type and reports its GFLOP/s and weight bandwidth") {
+  struct shape {
+    const char* type;
+    std::int64_t in, out;
+  };
+  // A quantized type with a packed layout, a grid i-quant (no quantizer: random bits), a float one.
+  for (const shape s : {shape{"Q4_K", 512, 64}, shape{"IQ2_XS", 256, 40}, shape{"F16", 96, 8}}) {
+    const std::string spec = std::string(s.type) + ":" + std::to_string(s.in) + ":" + std::to_string(s.out);
+    INFO(spec);
+    const auto r = run_process({SPITECTL_PATH, "bench", "--matmul", spec, "--tokens", "5", "-t", "2", "-r", "3", "--no-probes", "--json"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json j = json::parse(r.out);
+    CHECK(j.at("type") == s.type);
+    CHECK(j.at("in") == s.in);
+    CHECK(j.at("out") == s.out);
+    CHECK(j.at("tokens") == 5);
+    CHECK(j.at("threads") == 2);
+    CHECK(j.at("reps") == 3);
+    const auto* type = spite::gguf::find_type_by_name(s.type);
+    REQUIRE(type != nullptr);
+    CHECK(j.at("weight_bytes").get<std::uint64_t>() == *spite::gguf::row_bytes(type->type, s.in) * static_cast<std::uint64_t>(s.out));
+    const double ms = j.at("ms").at("median").get<double>();
+    REQUIRE(ms > 0);
+    CHECK(j.at("ms").at("min").get<double>() <= ms);
+    const double flop = 2.0 * static_cast<double>(s.in * s.out * 5);
+    CHECK(j.at("gflop_per_s").get<double>() == Approx(flop / (ms / 1e3) / 1e9).epsilon(1e-9));
+    CHECK(j.at("weight_gb_per_s").get<double>() == Approx(j.at("weight_bytes").get<double>() / (ms / 1e3) / 1e9).epsilon(1e-9));
+  }
+
+  // With the machine probes: the fractions of its bandwidth and peak, and the plain report.
+  const auto r = run_process({SPITECTL_PATH, "bench", "--matmul", "Q8_0:256:64", "-t", "1", "-r", "2", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j.at("bandwidth_gb_per_s").get<double>() > 0);
+  CHECK(j.at("peak_gflop_per_s").get<double>() > 0);
+  CHECK(j.at("peak_fraction").get<double>() == Approx(j.at("gflop_per_s").get<double>() / j.at("peak_gflop_per_s").get<double>()));
+  CHECK(j.at("bandwidth_fraction").get<double>() ==
+        Approx(j.at("weight_gb_per_s").get<double>() / j.at("bandwidth_gb_per_s").get<double>()));
+  const auto text = run_process({SPITECTL_PATH, "bench", "--matmul", "Q4_0:64x32", "-r", "1", "--no-probes"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("Q4_0, 32 x 64") != std::string::npos);
+  CHECK(text.out.find("GFLOP/s") != std::string::npos);
+}
+
+TEST_CASE("bench --matmul refuses a bad spec or a shape its type cannot hold, with the reason") {
+  const auto refused = [](const std::string& spec, const std::string& says) {
+    INFO(spec);
+    const auto r = run_process({SPITECTL_PATH, "bench", "--matmul", spec, "--no-probes"});
+    CHECK(r.exit_code == 2);
+    INFO(r.err);
+    CHECK(r.err.find(says) != std::string::npos);
+  };
+  refused("Q4_K:100:8", "blocks of 256 elements");
+  refused("Q9_Z:64:64", "TYPE:IN:OUT");
+  refused("Q4_0:4096", "TYPE:IN:OUT");
+  refused("Q4_0:64:0", "in and out 1..1048576");
+  refused("Q4_0:64:64x", "TYPE:IN:OUT");
+  refused("F32:2000000:8", "in and out 1..1048576");
+}
