@@ -108,6 +108,20 @@ bool parse_matmul_spec(const std::string& spec, bench::matmul_options& o) {
   return true;
 }
 
+// The options both benchmarks take: threads, repetitions, probes, pinning (applied here).
+struct run_options {
+  int threads = 0, reps = 0;
+  bool probes = true;
+};
+run_options parse_run_options(const args& a, int default_reps, bool& ok) {
+  run_options r;
+  r.threads = parse_int(a, "-t", 0, 0, 1024, ok);
+  r.reps = parse_int(a, "-r", default_reps, 1, 1000, ok);
+  r.probes = !a.has("--no-probes");
+  thread_pool::set_pinning(a.has("--pin"));
+  return r;
+}
+
 int run_matmul_bench(const args& a) {
   bool ok = true;
   bench::matmul_options o;
@@ -116,12 +130,12 @@ int run_matmul_bench(const args& a) {
     return exit_usage;
   }
   o.tokens = parse_int(a, "--tokens", 1, 1, 65536, ok);
-  o.threads = parse_int(a, "-t", 0, 0, 1024, ok);
-  o.reps = parse_int(a, "-r", 10, 1, 1000, ok);
   o.repack = !a.has("--no-repack");
-  o.probes = !a.has("--no-probes");
-  thread_pool::set_pinning(a.has("--pin"));
+  const run_options run = parse_run_options(a, 10, ok);
   if (!ok) return exit_usage;
+  o.threads = run.threads;
+  o.reps = run.reps;
+  o.probes = run.probes;
   auto r = bench::run_matmul_bench(o);
   if (!r) {
     std::fprintf(stderr, "spitectl bench: %s\n", r.err().message.c_str());
@@ -175,13 +189,13 @@ int run_bench(const std::vector<std::string>& argv) {
   o.n_prompt = parse_int(a, "-p", 512, 0, 1 << 20, ok);
   o.n_gen = parse_int(a, "-n", 128, 0, 1 << 20, ok);
   o.depth = parse_int(a, "-d", 0, 0, 1 << 20, ok);
-  o.threads = parse_int(a, "-t", 0, 0, 1024, ok);
-  o.reps = parse_int(a, "-r", 3, 1, 1000, ok);
   o.parallel = parse_int(a, "--parallel", 1, 1, 1024, ok);
-  o.probes = !a.has("--no-probes");
   o.flash_attn = !a.has("--no-flash-attn");
-  thread_pool::set_pinning(a.has("--pin"));
+  const run_options run = parse_run_options(a, 3, ok);
   if (!ok) return exit_usage;
+  o.threads = run.threads;
+  o.reps = run.reps;
+  o.probes = run.probes;
   const std::string model = *a.get("--model");
 
   json report;
