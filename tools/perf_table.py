@@ -6,7 +6,12 @@ bandwidth and peak FLOP/s, probed in the same run).
 
 usage: tools/perf_table.py [--shape tinyllama-1.1b] [--types Q4_0,Q8_0,Q4_K_M,F16] [--threads 1,2]
                            [--vocab VOCAB.gguf] [--spitectl build/bin/spitectl] [-p 128] [-n 32] [-r 3]
+       tools/perf_table.py --kernels [--kernel-types Q4_0,...] [--threads 1,2]
 Prints the Markdown table; --write docs/performance.md replaces the table between the markers.
+--kernels measures one matmul kernel per weight type instead (`spitectl bench --matmul`):
+decode as one activation row against a matrix larger than the caches (the fraction of the
+measured bandwidth it streams), prefill as 128 rows against a 2048 x 2048 matrix (GFLOP/s and
+the fraction of the measured f32 FMA peak); it has its own markers.
 """
 import argparse
 import json
@@ -16,6 +21,29 @@ import subprocess
 import tempfile
 
 BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
+KBEGIN, KEND = "<!-- kernel-table:begin -->", "<!-- kernel-table:end -->"
+KERNEL_TYPES = "Q4_0,Q4_1,Q5_0,Q5_1,Q8_0,Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,IQ1_S,IQ1_M,IQ2_XXS,IQ2_XS,IQ2_S,IQ3_XXS,IQ3_S,IQ4_NL,IQ4_XS,TQ1_0,TQ2_0,F16,BF16"
+
+
+def bench_matmul(spitectl, spec, tokens, threads, reps):
+    out = subprocess.run([spitectl, "bench", "--matmul", spec, "--tokens", str(tokens), "-t", str(threads), "-r", str(reps),
+                          "--json"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def kernel_table(a):
+    lines = ["`spitectl bench --matmul TYPE:4096:32768 -t T` (decode: one activation row, weights streamed from "
+             "memory) and `spitectl bench --matmul TYPE:2048:2048 --tokens 128 -t T` (prefill).",
+             "",
+             "| type | threads | decode ms | weights GB/s | of bandwidth | prefill GFLOP/s | of peak FLOP/s |",
+             "|---|---|---|---|---|---|---|"]
+    for t in a.kernel_types.split(","):
+        for th in a.threads.split(","):
+            d = bench_matmul(a.spitectl, f"{t}:4096:32768", 1, th, a.r)
+            p = bench_matmul(a.spitectl, f"{t}:2048:2048", 128, th, a.r)
+            lines.append(f"| {t} | {th} | {d['ms']['median']:.2f} | {d['weight_gb_per_s']:.1f} | "
+                         f"{100 * d['bandwidth_fraction']:.0f}% | {p['gflop_per_s']:.1f} | {100 * p['peak_fraction']:.0f}% |")
+    return "\n".join(lines)
 
 
 def main():
@@ -31,7 +59,17 @@ def main():
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--write", default=None)
+    ap.add_argument("--kernels", action="store_true")
+    ap.add_argument("--kernel-types", default=KERNEL_TYPES)
     a = ap.parse_args()
+    if a.kernels:
+        table = kernel_table(a)
+        if a.write:
+            doc = pathlib.Path(a.write).read_text()
+            start, end = doc.index(KBEGIN) + len(KBEGIN), doc.index(KEND)
+            pathlib.Path(a.write).write_text(doc[:start] + "\n" + table + "\n" + doc[end:])
+        print(table)
+        return
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
