@@ -108,18 +108,13 @@ bool parse_matmul_spec(const std::string& spec, bench::matmul_options& o) {
   return true;
 }
 
-// The options both benchmarks take: threads, repetitions, probes, pinning (applied here).
-struct run_options {
-  int threads = 0, reps = 0;
-  bool probes = true;
-};
-run_options parse_run_options(const args& a, int default_reps, bool& ok) {
-  run_options r;
-  r.threads = parse_int(a, "-t", 0, 0, 1024, ok);
-  r.reps = parse_int(a, "-r", default_reps, 1, 1000, ok);
-  r.probes = !a.has("--no-probes");
+// The options both benchmarks take: threads, repetitions and probes into `o`; pinning applied.
+template <class Options>
+void parse_run_options(const args& a, int default_reps, bool& ok, Options& o) {
+  o.threads = parse_int(a, "-t", 0, 0, 1024, ok);
+  o.reps = parse_int(a, "-r", default_reps, 1, 1000, ok);
+  o.probes = !a.has("--no-probes");
   thread_pool::set_pinning(a.has("--pin"));
-  return r;
 }
 
 int run_matmul_bench(const args& a) {
@@ -131,11 +126,8 @@ int run_matmul_bench(const args& a) {
   }
   o.tokens = parse_int(a, "--tokens", 1, 1, 65536, ok);
   o.repack = !a.has("--no-repack");
-  const run_options run = parse_run_options(a, 10, ok);
+  parse_run_options(a, 10, ok, o);
   if (!ok) return exit_usage;
-  o.threads = run.threads;
-  o.reps = run.reps;
-  o.probes = run.probes;
   auto r = bench::run_matmul_bench(o);
   if (!r) {
     std::fprintf(stderr, "spitectl bench: %s\n", r.err().message.c_str());
@@ -191,11 +183,8 @@ int run_bench(const std::vector<std::string>& argv) {
   o.depth = parse_int(a, "-d", 0, 0, 1 << 20, ok);
   o.parallel = parse_int(a, "--parallel", 1, 1, 1024, ok);
   o.flash_attn = !a.has("--no-flash-attn");
-  const run_options run = parse_run_options(a, 3, ok);
+  parse_run_options(a, 3, ok, o);
   if (!ok) return exit_usage;
-  o.threads = run.threads;
-  o.reps = run.reps;
-  o.probes = run.probes;
   const std::string model = *a.get("--model");
 
   json report;
