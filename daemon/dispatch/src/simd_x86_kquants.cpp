@@ -172,13 +172,20 @@ std::size_t pack_q4_K_impl(weight& w) {
   return bytes;
 }
 
-// Eight u8 scales (one per row) as int16 pairs (s, s) per int32 lane, for madd.
-SPITE_AVX2 inline __m256i row_scales(const std::uint8_t* s) {
-  std::int64_t v;
-  std::memcpy(&v, s, 8);
-  const __m256i w = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v));
-  return _mm256_or_si256(w, _mm256_slli_epi32(w, 16));
-}
+// The u8 scales of sub-blocks 2j and 2j + 1 (one per row, 16 bytes) as int16 pairs (s, s) per
+// int32 lane, row r in lane r, for madd: one load and one byte shuffle per sub-block.
+struct row_scale_pairs {
+  __m256i lo, hi;
+  SPITE_AVX2 explicit row_scale_pairs(const std::uint8_t* s) {
+    alignas(32) static constexpr std::int8_t pick_lo[32] = {0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                                            4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1};
+    alignas(32) static constexpr std::int8_t pick_hi[32] = {8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
+                                                            12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1};
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+    lo = _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_lo)));
+    hi = _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_hi)));
+  }
+};
 
 template <int K>
 SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
@@ -211,7 +218,8 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
           a1[k] = c == 0 ? p1 : _mm256_add_epi16(a1[k], p1);
         }
       }
-      const __m256i s_lo = row_scales(sc + 16 * j), s_hi = row_scales(sc + 16 * j + 8);
+      const row_scale_pairs s(sc + 16 * j);
+      const __m256i s_lo = s.lo, s_hi = s.hi;
       const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16 * j)));
       for (int k = 0; k < K; ++k) {
         const __m256i pair = _mm256_add_epi32(_mm256_madd_epi16(a0[k], s_lo), _mm256_madd_epi16(a1[k], s_hi));
