@@ -17,6 +17,11 @@ void swiglu(const float* g, const float* u, float* h, std::int64_t n, std::int64
 void geglu(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows);
 void swiglu_oai(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows, float alpha, float limit);
 
+// Whether the reference's F16 / F32 dot products take its GEMM path (16 lanes of fused
+// multiply-adds) for this matrix: row counts that are a multiple of 4, contiguous activations
+// and a length in whole 16-lane steps; the rest go through its vector dot product.
+inline bool float_gemm_path(const weight& w) { return !w.no_gemm && w.out % 4 == 0 && w.in % 16 == 0; }
+
 // Activations as the dot product against `weight_type` sees them (see cpu_matmul.cpp).
 void convert_activations(gguf::tensor_type weight_type, const float* x, std::int64_t n, std::int64_t rows, float* out);
 

@@ -146,8 +146,7 @@ void generic_matmul(const weight& w, const float* x, std::int64_t n_tokens, floa
   convert_activations(w.type, x, in, n_tokens, xs.data());
   const gguf::type_traits& tr = gguf::traits(w.type);
   const bool exact = w.type != tensor_type::f32;
-  // The reference's GEMM (llamafile's tinyBLAS) takes row counts that are a multiple of 4 and
-  // contiguous activations (not expert matrices); the rest go through its vector dot product.
+  // The reference's GEMM (llamafile's tinyBLAS; float_gemm_path): dot checks the length.
   const bool gemm = !w.no_gemm && out % 4 == 0;
   std::vector<std::vector<float>> rows(static_cast<std::size_t>(pool.size()));
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int thread) {

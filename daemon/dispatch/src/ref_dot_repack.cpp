@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "../../gguf/src/quants/iq_tables.hpp"
+#include "ref_q2k.hpp"
 #include "ref_q4k.hpp"
 #include "ref_quant.hpp"
 #include "spite/core/half.hpp"
@@ -215,126 +216,11 @@ void matmul32(const weight& w, const float* x, std::int64_t n_tokens, float* y, 
   });
 }
 
-// ---- Q2_K
-
-struct row_q2_K {
-  std::vector<std::int8_t> q;      // in: quants 0..3
-  std::vector<std::uint8_t> sc;    // in / 16
-  std::vector<std::uint8_t> mn;    // in / 16
-  std::vector<float> d, dmin;      // in / 256
-  explicit row_q2_K(std::int64_t in)
-      : q(static_cast<std::size_t>(in)),
-        sc(static_cast<std::size_t>(in / 16)),
-        mn(static_cast<std::size_t>(in / 16)),
-        d(static_cast<std::size_t>(in / qkk)),
-        dmin(static_cast<std::size_t>(in / qkk)) {}
-};
-
-void unpack_row_q2_K(const std::byte* src, std::int64_t nb, row_q2_K& r) {
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const auto& blk = reinterpret_cast<const gguf::block_q2_K*>(src)[b];
-    for (int j = 0; j < 16; ++j) {
-      r.sc[b * 16 + j] = blk.scales[j] & 0xF;
-      r.mn[b * 16 + j] = blk.scales[j] >> 4;
-    }
-    std::int8_t* q = r.q.data() + b * qkk;
-    // Element 128h + 32k + l: bits 2k..2k+1 of qs[32h + l].
-    for (int h = 0; h < 2; ++h) {
-      for (int k = 0; k < 4; ++k) {
-        for (int l = 0; l < 32; ++l) {
-          q[128 * h + 32 * k + l] = static_cast<std::int8_t>((blk.qs[32 * h + l] >> (2 * k)) & 3);
-        }
-      }
-    }
-    r.d[b] = fp16_to_fp32(blk.d);
-    r.dmin[b] = fp16_to_fp32(blk.dmin);
-  }
-}
-
-// Repacked Q2_K (ggml_gemv_q2_K_8x8_q8_K / ggml_gemm_q2_K_8x8_q8_K): the exact sums of
-// scale * isum and min * bsum over the 16-element sub-blocks go into one fma per super-block
-// (GEMV) or per 128-element half (GEMM), result acc - acc_min.
-float dot_q2_K_repacked(const row_q2_K& r, const gguf::block_q8_K* x, std::int64_t nb, bool halves) {
-  float acc = 0.0f, acc_min = 0.0f;
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::int8_t* q = r.q.data() + b * qkk;
-    const std::uint8_t* sc = r.sc.data() + b * 16;
-    const std::uint8_t* mn = r.mn.data() + b * 16;
-    const float ds = r.d[b] * x[b].d;
-    const float dm = r.dmin[b] * x[b].d;
-    int is[2] = {0, 0}, ms[2] = {0, 0};
-    for (int j = 0; j < 16; ++j) {
-      int s = 0;
-      for (int i = 0; i < 16; ++i) s += q[16 * j + i] * x[b].qs[16 * j + i];
-      is[j / 8] += sc[j] * s;
-      ms[j / 8] += mn[j] * x[b].bsums[j];
-    }
-    if (halves) {
-      for (int h = 0; h < 2; ++h) {
-        acc = std::fma(static_cast<float>(is[h]), ds, acc);
-        acc_min = std::fma(static_cast<float>(ms[h]), dm, acc_min);
-      }
-    } else {
-      acc = std::fma(static_cast<float>(is[0] + is[1]), ds, acc);
-      acc_min = std::fma(static_cast<float>(ms[0] + ms[1]), dm, acc_min);
-    }
-  }
-  return acc - acc_min;
-}
-
-// ggml_vec_dot_q2_K_q8_K (AVX2): one 8-lane accumulator. Per block, first the mins:
-// lane L += (-d_x * dmin_w) * (m[2L] * bsum[2L] + m[2L+1] * bsum[2L+1]); then the quants: lane L
-// sums elements 4L..4L+3 of every 32-element group g times scale[2g + L/4], scaled by d_x * d_w.
-float dot_q2_K_vec(const row_q2_K& r, const gguf::block_q8_K* x, std::int64_t nb) {
-  float acc[8] = {};
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::int8_t* q = r.q.data() + b * qkk;
-    const std::uint8_t* sc = r.sc.data() + b * 16;
-    const std::uint8_t* mn = r.mn.data() + b * 16;
-    const float d = x[b].d * r.d[b];
-    const float dmin = -x[b].d * r.dmin[b];
-    for (int L = 0; L < 8; ++L) {
-      const int prod = mn[2 * L] * x[b].bsums[2 * L] + mn[2 * L + 1] * x[b].bsums[2 * L + 1];
-      acc[L] = std::fma(dmin, static_cast<float>(prod), acc[L]);
-    }
-    std::int32_t lanes[8] = {};
-    for (int g = 0; g < 8; ++g) {
-      for (int L = 0; L < 8; ++L) {
-        const int e = 32 * g + 4 * L;
-        int s = 0;
-        for (int i = 0; i < 4; ++i) s += q[e + i] * x[b].qs[e + i];
-        lanes[L] += sc[2 * g + L / 4] * s;
-      }
-    }
-    for (int L = 0; L < 8; ++L) acc[L] = std::fma(d, static_cast<float>(lanes[L]), acc[L]);
-  }
-  return reduce8(acc);
-}
-
-void matmul_q2_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  const std::int64_t nb = w.in / qkk;
-  const bool repacked = w.out % 8 == 0;
-  std::vector<gguf::block_q8_K> xq;
-  quantize_rows_q8_K(w, x, n_tokens, repacked, xq);
-  const std::int64_t ng = gemm_rows(n_tokens);
-  const std::int64_t out = w.out;
-  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
-    row_q2_K r(w.in);
-    for (std::int64_t o = begin; o < end; ++o) {
-      unpack_row_q2_K(w.row(o), nb, r);
-      for (std::int64_t t = 0; t < n_tokens; ++t) {
-        const gguf::block_q8_K* xt = xq.data() + t * nb;
-        y[t * out + o] = repacked ? dot_q2_K_repacked(r, xt, nb, t < ng) : dot_q2_K_vec(r, xt, nb);
-      }
-    }
-  });
-}
-
 constexpr exact_matmul k_table[] = {
     {tensor_type::q4_0, matmul32<tensor_type::q4_0>},
     {tensor_type::iq4_nl, matmul32<tensor_type::iq4_nl>},
     {tensor_type::q4_K, q4k::matmul_q4_K<>},
-    {tensor_type::q2_K, matmul_q2_K},
+    {tensor_type::q2_K, q2k::matmul_q2_K<>},
 };
 
 }  // namespace

@@ -60,24 +60,33 @@ inline void unpack_row_q4_K(const std::byte* src, std::int64_t nb, row_q4_K& r) 
 // The exact integers of one super-block, as the reference forms them: sub-block sums (the
 // repacked kernels) or the 8 lanes of 4 products times the sub-block scales (the vector dot).
 // `Ints` may be a SIMD twin giving the same integers.
-struct scalar_ints {
-  static void sub_block_sums(const std::int8_t* q, const std::int8_t* x, int* sums) {
-    for (int g = 0; g < 8; ++g) {
+// The exact sums of the `len`-element sub-blocks of a super-block.
+inline void scalar_sub_block_sums(const std::int8_t* q, const std::int8_t* x, int len, int* sums) {
+  for (int j = 0; j < gguf::qk_k / len; ++j) {
+    int s = 0;
+    for (int i = 0; i < len; ++i) s += q[len * j + i] * x[len * j + i];
+    sums[j] = s;
+  }
+}
+
+// 8 lanes: lane L sums elements 4L..4L+3 of every 32-element group g times scale(g, L).
+template <class Scale>
+void scalar_scaled_lanes(const std::int8_t* q, const std::int8_t* x, const Scale& scale, std::int32_t* lanes) {
+  for (int L = 0; L < 8; ++L) lanes[L] = 0;
+  for (int g = 0; g < 8; ++g) {
+    for (int L = 0; L < 8; ++L) {
+      const int e = 32 * g + 4 * L;
       int s = 0;
-      for (int i = 0; i < 32; ++i) s += q[32 * g + i] * x[32 * g + i];
-      sums[g] = s;
+      for (int i = 0; i < 4; ++i) s += q[e + i] * x[e + i];
+      lanes[L] += scale(g, L) * s;
     }
   }
+}
+
+struct scalar_ints {
+  static void sub_block_sums(const std::int8_t* q, const std::int8_t* x, int* sums) { scalar_sub_block_sums(q, x, 32, sums); }
   static void lanes(const std::int8_t* q, const std::uint8_t* sc, const std::int8_t* x, std::int32_t* lanes) {
-    for (int L = 0; L < 8; ++L) lanes[L] = 0;
-    for (int g = 0; g < 8; ++g) {
-      for (int L = 0; L < 8; ++L) {
-        const int e = 32 * g + 4 * L;
-        int s = 0;
-        for (int i = 0; i < 4; ++i) s += q[e + i] * x[e + i];
-        lanes[L] += sc[g] * s;
-      }
-    }
+    scalar_scaled_lanes(q, x, [sc](int g, int) { return static_cast<int>(sc[g]); }, lanes);
   }
 };
 
@@ -142,8 +151,13 @@ float dot_q4_K_vec(const row_q4_K& r, const gguf::block_q8_K* x, std::int64_t nb
 }
 
 
-template <class Ints = scalar_ints>
-void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+// The driver the reference's Q4_K and Q2_K matmuls share: activations quantized as the
+// repacked path does (matrices of a multiple of 8 rows) or the vector dot product does, each
+// weight row unpacked once into a `Row` and dotted with every activation row:
+// dot(row, x, nb, repacked, gemm) with `gemm` true for the rows the repacked GEMM takes.
+template <class Row, class Unpack, class Dot>
+void matmul_unpacked_rows(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool,
+                          const Unpack& unpack, const Dot& dot) {
   const std::int64_t nb = w.in / gguf::qk_k;
   const bool repacked = w.out % 8 == 0;
   std::vector<gguf::block_q8_K> xq;
@@ -151,15 +165,20 @@ void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
   const std::int64_t ng = gemm_rows(n_tokens);
   const std::int64_t out = w.out;
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
-    row_q4_K r(w.in);
+    Row r(w.in);
     for (std::int64_t o = begin; o < end; ++o) {
-      unpack_row_q4_K(w.row(o), nb, r);
-      for (std::int64_t t = 0; t < n_tokens; ++t) {
-        const gguf::block_q8_K* xt = xq.data() + t * nb;
-        y[t * out + o] = repacked ? dot_q4_K_repacked<Ints>(r, xt, nb, t < ng) : dot_q4_K_vec<Ints>(r, xt, nb);
-      }
+      unpack(w.row(o), nb, r);
+      for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot(r, xq.data() + t * nb, nb, repacked, t < ng);
     }
   });
+}
+
+template <class Ints = scalar_ints>
+void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_unpacked_rows<row_q4_K>(w, x, n_tokens, y, pool, unpack_row_q4_K,
+                                 [](const row_q4_K& r, const gguf::block_q8_K* xt, std::int64_t nb, bool repacked, bool gemm) {
+                                   return repacked ? dot_q4_K_repacked<Ints>(r, xt, nb, gemm) : dot_q4_K_vec<Ints>(r, xt, nb);
+                                 });
 }
 
 }  // namespace spite::dispatch::cpu::q4k

@@ -168,15 +168,9 @@ void matmul_float_impl(const weight& w, const float* x, std::int64_t n_tokens, f
     fast_math()->round_f16(x, rounded.data(), w.in * n_tokens);  // present wherever this file's kernels are
     xs = rounded.data();
   }
-  // As cpu_matmul.cpp: the reference's GEMM takes row counts that are a multiple of 4 and
-  // contiguous activations; the rest go through its vector dot product.
-  const bool gemm = !w.no_gemm && w.out % 4 == 0 && w.in % 16 == 0;
-  if (!gemm) {
-    pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
-      for (std::int64_t o = begin; o < end; ++o) {
-        const auto* row = reinterpret_cast<const T*>(w.row(o));
-        for (std::int64_t t = 0; t < n_tokens; ++t) y[t * w.out + o] = vec_dot(row, xs + t * w.in, w.in);
-      }
+  if (!float_gemm_path(w)) {
+    for_each_output(w.out, n_tokens, y, pool, [&](std::int64_t o, std::int64_t t) {
+      return vec_dot(reinterpret_cast<const T*>(w.row(o)), xs + t * w.in, w.in);
     });
     return;
   }

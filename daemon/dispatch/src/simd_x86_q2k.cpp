@@ -1,6 +1,6 @@
 // AVX2 Q2_K matmul (the contract of simd_x86_avx2.cpp: the reference's exact integer sums and
 // float operations, so the same bits). Rows whose count is a multiple of 8 are the reference's
-// repacked ones (dot_q2_K_repacked in ref_dot_repack.cpp): per output row, the integer sums of
+// repacked ones (dot_q2_K_repacked in ref_q2k.hpp): per output row, the integer sums of
 // scale * (q . x) and of min * bsum over the 16-element sub-blocks, then one fma per
 // super-block (GEMV rows) or per 128-element half (GEMM rows), the mins apart, acc - acc_min.
 // Here eight rows are one vector of lanes for the float work; the integer sums come from

@@ -204,7 +204,13 @@ TEST_CASE("an x86-64 processor with AVX2 or an ARM one with SDOT gets the SIMD m
     CHECK(cpu::fast_matmuls().empty());
   }
 #elif defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
-  CHECK(fast_for(tensor_type::q8_0) != nullptr);
+  // Every weight type with a SIMD kernel on x86 has a NEON one.
+  for (const tensor_type type : {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q5_0, tensor_type::q5_1, tensor_type::q8_0,
+                                 tensor_type::q2_K, tensor_type::q3_K, tensor_type::q4_K, tensor_type::q5_K, tensor_type::q6_K,
+                                 tensor_type::iq4_nl, tensor_type::iq4_xs, tensor_type::f16, tensor_type::bf16, tensor_type::f32}) {
+    INFO("type " << spite::gguf::traits(type).name);
+    CHECK(fast_for(type) != nullptr);
+  }
 #else
   CHECK(cpu::fast_matmuls().empty());
 #endif

@@ -1,0 +1,51 @@
+// Pieces the NEON kernel files share (simd_arm_neon.cpp, simd_arm_neon_legacy.cpp,
+// simd_arm_neon_float.cpp): 64-bit ARM with the dot-product extension only.
+#pragma once
+
+#if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#include <arm_neon.h>
+
+#include <span>
+
+#include "ref_quant.hpp"
+
+namespace spite::dispatch::cpu::neon {
+
+// The 32 signed quants of a block, as two vectors of 16 in element order.
+struct quants32 {
+  int8x16_t lo, hi;
+};
+
+// The four int32 lanes of 4 products each for 16 quants: SDOT forms exactly the reference's
+// lanes (each sums 4 consecutive int8 products).
+inline int32x4_t lanes4(int8x16_t w, const std::int8_t* x) { return vdotq_s32(vdupq_n_s32(0), w, vld1q_s8(x)); }
+
+// The reference's reduce8 of two 4-lane halves (lanes 0-3, 4-7).
+inline float reduce8(float32x4_t lo, float32x4_t hi) {
+  float lanes[8];
+  vst1q_f32(lanes, lo);
+  vst1q_f32(lanes + 4, hi);
+  return cpu::reduce8(lanes);
+}
+
+// A super-block's 8 lanes: lanes 0-3 take the first 16 elements of each group g of 32 times
+// sc[2g], lanes 4-7 the other 16 times sc[2g + 1] (the x86 kernels' maddubs pairs).
+template <class Scale>
+void lanes_by_scale_pairs(const std::int8_t* q, const Scale* sc, const std::int8_t* x, std::int32_t* lanes) {
+  int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+  for (int g = 0; g < 8; ++g) {
+    lo = vmlaq_n_s32(lo, lanes4(vld1q_s8(q + 32 * g), x + 32 * g), sc[2 * g]);
+    hi = vmlaq_n_s32(hi, lanes4(vld1q_s8(q + 32 * g + 16), x + 32 * g + 16), sc[2 * g + 1]);
+  }
+  vst1q_s32(lanes, lo);
+  vst1q_s32(lanes + 4, hi);
+}
+
+// simd_arm_neon_legacy.cpp: Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K.
+std::span<const exact_matmul> legacy_matmuls();
+// simd_arm_neon_float.cpp: F16, F32, BF16.
+std::span<const exact_matmul> float_matmuls();
+
+}  // namespace spite::dispatch::cpu::neon
+
+#endif
