@@ -20,6 +20,21 @@
 #include "spite/core/half.hpp"
 
 namespace spite::dispatch::cpu {
+float accumulate_f16_scalar(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                            const float* weight, const float* rescale, std::int64_t n, std::int64_t d0, std::int64_t dv) {
+  for (std::int64_t d = d0; d < dv; ++d) {
+    std::uint16_t acc = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (rescale[i] != 1.0f) acc = fp32_to_fp16(fp16_to_fp32(acc) * rescale[i]);
+      acc = fp32_to_fp16(std::fma(fp16_to_fp32(values[keys[i] * stride + d]), weight[i], fp16_to_fp32(acc)));
+    }
+    out[d] = fp16_to_fp32(acc);
+  }
+  float sum = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) sum = std::fma(sum, rescale[i], weight[i]);
+  return sum;
+}
+
 namespace {
 
 constexpr std::int64_t k_tile = 64;  // queries and keys per tile
@@ -43,17 +58,7 @@ float dot_f16_blocks(const simd_math* simd, const std::uint16_t* a, const float*
 float accumulate_f16(const simd_math* simd, float* out, const std::uint16_t* values, std::int64_t stride,
                      const std::int32_t* keys, const float* weight, const float* rescale, std::int64_t n, std::int64_t dv) {
   if (simd != nullptr) return simd->accumulate_f16(out, values, stride, keys, weight, rescale, n, dv);
-  for (std::int64_t d = 0; d < dv; ++d) {
-    std::uint16_t acc = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      if (rescale[i] != 1.0f) acc = fp32_to_fp16(fp16_to_fp32(acc) * rescale[i]);
-      acc = fp32_to_fp16(std::fma(fp16_to_fp32(values[keys[i] * stride + d]), weight[i], fp16_to_fp32(acc)));
-    }
-    out[d] = fp16_to_fp32(acc);
-  }
-  float sum = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) sum = std::fma(sum, rescale[i], weight[i]);
-  return sum;
+  return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, 0, dv);
 }
 
 void exp_nonpositive(const simd_math* simd, const float* x, float* y, std::int64_t n) {

@@ -43,8 +43,9 @@ void lanes_by_scale_pairs(const std::int8_t* q, const Scale* sc, const std::int8
 
 // simd_arm_neon_legacy.cpp: Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K.
 std::span<const exact_matmul> legacy_matmuls();
-// simd_arm_neon_float.cpp: F16, F32, BF16.
+// simd_arm_neon_float.cpp: F16, F32, BF16; the reference's f16 vector dot product.
 std::span<const exact_matmul> float_matmuls();
+float vec_dot_f16(const std::uint16_t* a, const float* x, std::int64_t n);
 
 }  // namespace spite::dispatch::cpu::neon
 

@@ -166,6 +166,7 @@ constexpr exact_matmul k_table[] = {
 }  // namespace
 
 std::span<const exact_matmul> float_matmuls() { return k_table; }
+float vec_dot_f16(const std::uint16_t* a, const float* x, std::int64_t n) { return vec_dot(a, x, n); }
 
 }  // namespace spite::dispatch::cpu::neon
 

@@ -1,8 +1,8 @@
 // SIMD twins of scalar pieces of the reference ops (cpu_attention.cpp, cpu_flash_attention.cpp,
 // cpu_ops.cpp) that give the same bits: the 16-lane f16 dot product, f16 widening and rounding,
 // the vector exp of a 16-key chunk, SwiGLU over 16 elements, f16 accumulators and the
-// fused-multiply-add GEMM of flash attention's tiles. Null where the processor lacks AVX2 / FMA / F16C
-// (simd_x86_math.cpp).
+// fused-multiply-add GEMM of flash attention's tiles: AVX2 / FMA / F16C in simd_x86_math.cpp
+// (null where the processor lacks them), NEON in simd_arm_neon_math.cpp.
 #pragma once
 
 #include <cstdint>
@@ -42,5 +42,10 @@ struct simd_math {
 };
 
 const simd_math* fast_math();
+
+// simd_math::accumulate_f16's scalar definition for the dimensions [d0, dv) (the SIMD ones
+// finish their tails with it), returning the denominator (cpu_flash_attention.cpp).
+float accumulate_f16_scalar(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                            const float* weight, const float* rescale, std::int64_t n, std::int64_t d0, std::int64_t dv);
 
 }  // namespace spite::dispatch::cpu

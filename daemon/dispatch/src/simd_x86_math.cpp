@@ -181,17 +181,7 @@ SPITE_AVX2 float accumulate_f16(float* out, const std::uint16_t* values, std::in
   std::int64_t d = 0;
   for (; d + 64 <= dv; d += 64) accumulate_block<8>(out + d, values + d, stride, keys, weight, rescale, n);
   for (; d + 8 <= dv; d += 8) accumulate_block<1>(out + d, values + d, stride, keys, weight, rescale, n);
-  for (; d < dv; ++d) {
-    std::uint16_t acc = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      if (rescale[i] != 1.0f) acc = _cvtss_sh(_cvtsh_ss(acc) * rescale[i], k_round);
-      acc = _cvtss_sh(std::fma(_cvtsh_ss(values[keys[i] * stride + d]), weight[i], _cvtsh_ss(acc)), k_round);
-    }
-    out[d] = _cvtsh_ss(acc);
-  }
-  float sum = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) sum = std::fma(sum, rescale[i], weight[i]);
-  return sum;
+  return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, d, dv);
 }
 
 // A block of R rows x 8*W columns of c kept in registers over the whole k loop.
@@ -251,7 +241,7 @@ const simd_math* fast_math() {
 
 }  // namespace spite::dispatch::cpu
 
-#else
+#elif !(defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD))  // NEON: simd_arm_neon_math.cpp
 
 namespace spite::dispatch::cpu {
 const simd_math* fast_math() { return nullptr; }
