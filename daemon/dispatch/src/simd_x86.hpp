@@ -293,16 +293,27 @@ struct q4_K_row_acc {
   __m256i is, ms;
 };
 
-SPITE_AVX2 inline void q4_K_add_pair(q4_K_row_acc& a, bool gemm, __m256i pair, __m256i mins, const gguf::block_q8_K& x,
-                                     int j, __m256 dw, __m256 dmw) {
-  // The activation sums of sub-blocks 2j and 2j + 1 as one int16 pair per lane, for madd.
-  const std::uint32_t bp = static_cast<std::uint16_t>(x.bsums[4 * j] + x.bsums[4 * j + 1]) |
-                           (static_cast<std::uint32_t>(static_cast<std::uint16_t>(x.bsums[4 * j + 2] + x.bsums[4 * j + 3])) << 16);
-  const __m256i pair_min = _mm256_madd_epi16(mins, _mm256_set1_epi32(static_cast<int>(bp)));
+// What a super-block's epilogue needs of one activation row, made once per block: the sums of
+// its activation sums for each sub-block pair (sub-blocks 2j and 2j + 1 as one int16 pair for
+// madd; the int16 additions wrap as the reference's 16-bit casts do) and the scale products.
+struct q4_K_x_terms {
+  alignas(32) std::int32_t pair_sums[8];  // pair j at (j & 1) + 4 * (j >> 1)
+  __m256 ds, dm;                          // d_w * d_x, dmin_w * d_x (rows as lanes)
+};
+
+SPITE_AVX2 inline void q4_K_terms(const gguf::block_q8_K& x, __m256 dw, __m256 dmw, q4_K_x_terms& t) {
+  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(t.pair_sums), _mm256_hadd_epi16(bs, bs));
+  const __m256 xd = _mm256_set1_ps(x.d);
+  t.ds = _mm256_mul_ps(dw, xd);
+  t.dm = _mm256_mul_ps(dmw, xd);
+}
+
+SPITE_AVX2 inline void q4_K_add_pair(q4_K_row_acc& a, bool gemm, __m256i pair, __m256i mins, const q4_K_x_terms& t, int j) {
+  const __m256i pair_min = _mm256_madd_epi16(mins, _mm256_set1_epi32(t.pair_sums[(j & 1) + 4 * (j >> 1)]));
   if (gemm) {
-    const __m256 xd = _mm256_set1_ps(x.d);
-    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair), _mm256_mul_ps(dw, xd), a.acc);
-    a.acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_min), _mm256_mul_ps(dmw, xd), a.acc_min);
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair), t.ds, a.acc);
+    a.acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_min), t.dm, a.acc_min);
   } else {
     a.is = _mm256_add_epi32(a.is, pair);
     a.ms = _mm256_add_epi32(a.ms, pair_min);
@@ -310,11 +321,10 @@ SPITE_AVX2 inline void q4_K_add_pair(q4_K_row_acc& a, bool gemm, __m256i pair, _
 }
 
 // At the end of a super-block: a GEMV row's one fma; then its integer sums start again.
-SPITE_AVX2 inline void q4_K_end_block(q4_K_row_acc& a, bool gemm, float x_d, __m256 dw, __m256 dmw) {
+SPITE_AVX2 inline void q4_K_end_block(q4_K_row_acc& a, bool gemm, const q4_K_x_terms& t) {
   if (!gemm) {
-    const __m256 xd = _mm256_set1_ps(x_d);
-    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a.is), _mm256_mul_ps(dw, xd), a.acc);
-    a.acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a.ms), _mm256_mul_ps(dmw, xd), a.acc_min);
+    a.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a.is), t.ds, a.acc);
+    a.acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a.ms), t.dm, a.acc_min);
   }
   a.is = a.ms = _mm256_setzero_si256();
 }

@@ -43,6 +43,8 @@ SPITE_AVX512 void q4_K_tile(const std::byte* group, std::int64_t nb, const gguf:
     const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_mins);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+    q4_K_x_terms terms[K];
+    for (int k = 0; k < K; ++k) q4_K_terms(xq[(t0 + k) * nb + b], dw, dmw, terms[k]);
     for (int j = 0; j < 4; ++j) {
       __m512i lo[4], hi[4];
       for (int c = 0; c < 4; ++c) {  // chunks 2c and 2c + 1
@@ -69,10 +71,10 @@ SPITE_AVX512 void q4_K_tile(const std::byte* group, std::int64_t nb, const gguf:
         const __m256i sum0 = _mm256_add_epi32(_mm512_castsi512_si256(a0), _mm512_extracti64x4_epi64(a0, 1));
         const __m256i sum1 = _mm256_add_epi32(_mm512_castsi512_si256(a1), _mm512_extracti64x4_epi64(a1, 1));
         const __m256i pair = _mm256_add_epi32(_mm256_mullo_epi32(sum0, s_lo), _mm256_mullo_epi32(sum1, s_hi));
-        q4_K_add_pair(a[k], t0 + k < ng, pair, mins, x, j, dw, dmw);
+        q4_K_add_pair(a[k], t0 + k < ng, pair, mins, terms[k], j);
       }
     }
-    for (int k = 0; k < K; ++k) q4_K_end_block(a[k], t0 + k < ng, xq[(t0 + k) * nb + b].d, dw, dmw);
+    for (int k = 0; k < K; ++k) q4_K_end_block(a[k], t0 + k < ng, terms[k]);
   }
   for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(a[k].acc, a[k].acc_min));
 }

@@ -202,11 +202,14 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
     const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + 96);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+    q4_K_x_terms terms[K];
+    for (int k = 0; k < K; ++k) q4_K_terms(xq[(t0 + k) * nb + b], dw, dmw, terms[k]);
     for (int j = 0; j < 4; ++j) {
       // Each 32-byte chunk unpacked once for the K activation rows; the K pairs of int16 sums
       // (at most 8 * 2 * 15 * 128 each per sub-block: no overflow) stay in registers, which
       // 8 unpacked chunks per activation row would not.
       __m256i a0[K], a1[K];
+      for (int k = 0; k < K; ++k) a0[k] = a1[k] = _mm256_setzero_si256();
       for (int c = 0; c < 8; ++c) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 160 + 256 * j + 32 * c));
         const __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
@@ -214,8 +217,11 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
           const std::int8_t* x0 = xq[(t0 + k) * nb + b].qs + 64 * j + 4 * c;
           const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(load_u32(x0)));
           const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(load_u32(x0 + 32)));
-          a0[k] = c == 0 ? p0 : _mm256_add_epi16(a0[k], p0);
-          a1[k] = c == 0 ? p1 : _mm256_add_epi16(a1[k], p1);
+          a0[k] = _mm256_add_epi16(a0[k], p0);
+          a1[k] = _mm256_add_epi16(a1[k], p1);
+          // Keeps GCC from re-associating the sums into a tree of all 8 chunks' products,
+          // which it then spills to the stack (several times slower for K = 4).
+          if constexpr (K > 1) __asm__("" : "+x"(a0[k]), "+x"(a1[k]));
         }
       }
       const row_scale_pairs s(sc + 16 * j);
@@ -223,10 +229,10 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
       const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16 * j)));
       for (int k = 0; k < K; ++k) {
         const __m256i pair = _mm256_add_epi32(_mm256_madd_epi16(a0[k], s_lo), _mm256_madd_epi16(a1[k], s_hi));
-        q4_K_add_pair(a[k], t0 + k < ng, pair, mins, xq[(t0 + k) * nb + b], j, dw, dmw);
+        q4_K_add_pair(a[k], t0 + k < ng, pair, mins, terms[k], j);
       }
     }
-    for (int k = 0; k < K; ++k) q4_K_end_block(a[k], t0 + k < ng, xq[(t0 + k) * nb + b].d, dw, dmw);
+    for (int k = 0; k < K; ++k) q4_K_end_block(a[k], t0 + k < ng, terms[k]);
   }
   for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(a[k].acc, a[k].acc_min));
 }
