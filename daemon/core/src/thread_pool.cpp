@@ -49,9 +49,11 @@ std::vector<int> allowed_cpus() {
   return out;
 }
 
-// Chunks per thread of a job: enough that a thread slowed down (the host's other load, a busier
-// core) ends up with fewer of them instead of everyone waiting for it at the end, few enough
-// that each stays a long contiguous run for the prefetchers.
+// Each thread's first chunk is 1 / (chunks_per_thread * threads) of the job, a long contiguous
+// run for the prefetchers. The rest is claimed in chunks of 1 / (2 * threads) of what is left,
+// so they shrink toward the end: a thread slowed down (the host's other load, a busier core)
+// ends up with less, and the others wait for at most a small last chunk instead of a quarter of
+// a thread's share.
 constexpr std::int64_t chunks_per_thread = 4;
 
 }  // namespace
@@ -106,7 +108,7 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
   job_ = &fn;
   n_ = n;
   chunk_ = std::max<std::int64_t>(1, n / (chunks_per_thread * size()));
-  next_.store(size(), std::memory_order_relaxed);
+  next_.store(std::min(n, size() * chunk_), std::memory_order_relaxed);
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
     // Under the mutex, so that a worker about to sleep sees either the new generation or the
@@ -128,10 +130,17 @@ void thread_pool::run_claimed(int index) {
   const auto& fn = *job_;
   // Chunk `index` is this thread's own (with as many items as threads, one each); the rest go
   // to whichever thread asks first.
-  for (std::int64_t c = index;; c = next_.fetch_add(1, std::memory_order_relaxed)) {
-    const std::int64_t begin = c * chunk_;
+  const std::int64_t own = index * chunk_;
+  if (own < n_) fn(own, std::min(n_, own + chunk_), index);
+  const std::int64_t share = 2 * size();
+  std::int64_t begin = next_.load(std::memory_order_relaxed);
+  for (;;) {
     if (begin >= n_) return;
-    fn(begin, std::min(n_, begin + chunk_), index);
+    const std::int64_t count = std::max<std::int64_t>(1, (n_ - begin) / share);
+    if (next_.compare_exchange_weak(begin, begin + count, std::memory_order_relaxed)) {
+      fn(begin, std::min(n_, begin + count), index);
+      begin = next_.load(std::memory_order_relaxed);
+    }
   }
 }
 

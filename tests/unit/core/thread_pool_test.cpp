@@ -1,6 +1,8 @@
 // The compute thread pool: every index is visited once, chunks go to the threads that are free,
 // and with pinning on each thread runs on a CPU of its own.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <pthread.h>
 #include <sched.h>
 
@@ -45,6 +47,30 @@ TEST_CASE("thread pool: a thread held up in its first chunk leaves the other chu
   // Thread 1 ran its own chunk only; a static split would have given it 400.
   CHECK(by_thread[1].load() == 100);
   CHECK(by_thread[0].load() + by_thread[2].load() == n - 100);
+}
+
+TEST_CASE("thread pool: after the threads' first chunks the claimed chunks shrink toward the end, down to one item") {
+  spite::thread_pool pool(2);
+  constexpr std::int64_t n = 4000;  // first chunks of 500 each, then 750, 562, ... down to 1
+  std::mutex mu;
+  std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
+  pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int) {
+    std::lock_guard lock(mu);
+    chunks.emplace_back(begin, end);
+  });
+  std::sort(chunks.begin(), chunks.end());
+  std::int64_t expected_begin = 0;
+  for (const auto& [begin, end] : chunks) {
+    REQUIRE(begin == expected_begin);  // every item exactly once, in contiguous chunks
+    expected_begin = end;
+  }
+  CHECK(expected_begin == n);
+  REQUIRE(chunks.size() >= 4);
+  CHECK(chunks[0].second - chunks[0].first == 500);
+  CHECK(chunks[1].second - chunks[1].first == 500);
+  CHECK(chunks[2].second - chunks[2].first == 750);  // a quarter of the 3000 left
+  for (std::size_t i = 3; i < chunks.size(); ++i) CHECK(chunks[i].second - chunks[i].first <= chunks[i - 1].second - chunks[i - 1].first);
+  CHECK(chunks.back().second - chunks.back().first == 1);
 }
 
 TEST_CASE("thread pool: with pinning each thread, the caller included, runs on one CPU of its own") {

@@ -54,7 +54,8 @@ class thread_pool {
   const std::function<void(std::int64_t, std::int64_t, int)>* job_ = nullptr;
   std::int64_t n_ = 0;
   std::int64_t chunk_ = 1;
-  std::atomic<std::int64_t> next_{0};  // the next chunk to claim (chunk i < size() is thread i's)
+  // The first item not yet claimed; items below size() * chunk_ are the threads' own first chunks.
+  std::atomic<std::int64_t> next_{0};
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
