@@ -362,10 +362,6 @@ void matmul_q4_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
 void matmul_q6_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 std::size_t pack_q4_K(weight& w);
 
-// simd_x86_q6k_packed.cpp: Q6_K in 8-row groups (matrices of a multiple of 8 rows).
-std::size_t pack_q6_K(weight& w);
-void matmul_q6_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
-
 // simd_x86_legacy.cpp
 void matmul_q4_1(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -293,7 +293,6 @@ std::size_t pack_weight(weight& w) {
   if (fast_matmuls().empty() || w.packed != nullptr || w.out % 8 != 0) return 0;
   if (w.type == tensor_type::q4_0) return pack_q4_0(w);
   if (w.type == tensor_type::q4_K) return pack_q4_K(w);
-  if (w.type == tensor_type::q6_K) return pack_q6_K(w);
   return 0;
 }
 

@@ -408,7 +408,6 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
   for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
-  if (w.packed != nullptr) return matmul_q6_K_packed(w, xq.data(), n_tokens, y, pool);
   const std::int64_t out = w.out;
   if (n_tokens < 4) {
     const auto rows = [&]<int R>(std::int64_t o) {
