@@ -44,15 +44,10 @@ inline quants32 load_quants(const gguf::block_q4_0& b) {
 inline quants32 load_quants(const gguf::block_q5_0& b) {
   std::uint32_t qh;
   std::memcpy(&qh, b.qh, 4);
-  static constexpr std::uint8_t bit_of[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-  const uint8x16_t bits = vld1q_u8(bit_of);
-  // Bit 4 of elements 0-15 (qh bytes 0, 1) and 16-31 (bytes 2, 3).
-  const uint8x16_t h_lo = vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(qh & 0xFF), vdup_n_u8((qh >> 8) & 0xFF)), bits), vdupq_n_u8(0x10));
-  const uint8x16_t h_hi = vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8((qh >> 16) & 0xFF), vdup_n_u8(qh >> 24)), bits), vdupq_n_u8(0x10));
   const uint8x16_t v = vld1q_u8(b.qs);
   const int8x16_t sixteen = vdupq_n_s8(16);
-  return {vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v, vdupq_n_u8(0x0F)), h_lo)), sixteen),
-          vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v, 4), h_hi)), sixteen)};
+  return {vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v, vdupq_n_u8(0x0F)), neon::high_bits16(qh, 0))), sixteen),
+          vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v, 4), neon::high_bits16(qh, 2))), sixteen)};
 }
 
 // IQ4_NL: each nibble indexes the non-linear table.
@@ -87,12 +82,7 @@ void lanes8_tile(const weight& w, std::int64_t o, const gguf::block_q8_0* xq, st
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < K; ++k) {
-      float lanes[8];
-      vst1q_f32(lanes, acc[r][k][0]);
-      vst1q_f32(lanes + 4, acc[r][k][1]);
-      y[(t0 + k) * w.out + o + r] = reduce8(lanes);
-    }
+    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + o + r] = neon::reduce8(acc[r][k][0], acc[r][k][1]);
   }
 }
 

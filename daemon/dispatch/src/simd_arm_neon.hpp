@@ -20,6 +20,15 @@ struct quants32 {
 // lanes (each sums 4 consecutive int8 products).
 inline int32x4_t lanes4(int8x16_t w, const std::int8_t* x) { return vdotq_s32(vdupq_n_s32(0), w, vld1q_s8(x)); }
 
+// Bit 4 of the 16 elements whose fifth bits sit in qh bytes (first, first + 1) of a Q5_0 /
+// Q5_1 block's 32-bit qh: 0x10 where the bit is set.
+inline uint8x16_t high_bits16(std::uint32_t qh, int first) {
+  static constexpr std::uint8_t bit_of[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  const uint8x16_t bytes = vcombine_u8(vdup_n_u8(static_cast<std::uint8_t>(qh >> (8 * first))),
+                                       vdup_n_u8(static_cast<std::uint8_t>(qh >> (8 * first + 8))));
+  return vandq_u8(vtstq_u8(bytes, vld1q_u8(bit_of)), vdupq_n_u8(0x10));
+}
+
 // The reference's reduce8 of two 4-lane halves (lanes 0-3, 4-7).
 inline float reduce8(float32x4_t lo, float32x4_t hi) {
   float lanes[8];

@@ -21,14 +21,6 @@ using gguf::tensor_type;
 // hold them), 8 lanes of 4 products with one fma each (d_w * d_x), the min term m_w * s_x as a
 // scalar chain of fmas added after the lane reduction.
 
-// Bit 4 of the 16 elements whose bits sit in qh bytes (first, first + 1).
-inline uint8x16_t high_bits16(std::uint32_t qh, int first) {
-  static constexpr std::uint8_t bit_of[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-  const uint8x16_t bytes = vcombine_u8(vdup_n_u8(static_cast<std::uint8_t>(qh >> (8 * first))),
-                                       vdup_n_u8(static_cast<std::uint8_t>(qh >> (8 * first + 8))));
-  return vandq_u8(vtstq_u8(bytes, vld1q_u8(bit_of)), vdupq_n_u8(0x10));
-}
-
 inline quants32 unsigned_quants(const gguf::block_q4_1& b) {
   const uint8x16_t v = vld1q_u8(b.qs);
   return {vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), vreinterpretq_s8_u8(vshrq_n_u8(v, 4))};
