@@ -25,6 +25,13 @@ KBEGIN, KEND = "<!-- kernel-table:begin -->", "<!-- kernel-table:end -->"
 KERNEL_TYPES = "Q4_0,Q4_1,Q5_0,Q5_1,Q8_0,Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,IQ1_S,IQ1_M,IQ2_XXS,IQ2_XS,IQ2_S,IQ3_XXS,IQ3_S,IQ4_NL,IQ4_XS,TQ1_0,TQ2_0,F16,BF16"
 
 
+def write_between(path, begin, end, table):
+    """Replaces what lies between the markers `begin` and `end` of the file with `table`."""
+    doc = pathlib.Path(path).read_text()
+    start, stop = doc.index(begin) + len(begin), doc.index(end)
+    pathlib.Path(path).write_text(doc[:start] + "\n" + table + "\n" + doc[stop:])
+
+
 def bench_matmul(spitectl, spec, tokens, threads, reps):
     out = subprocess.run([spitectl, "bench", "--matmul", spec, "--tokens", str(tokens), "-t", str(threads), "-r", str(reps),
                           "--json"], check=True, capture_output=True, text=True).stdout
@@ -65,9 +72,7 @@ def main():
     if a.kernels:
         table = kernel_table(a)
         if a.write:
-            doc = pathlib.Path(a.write).read_text()
-            start, end = doc.index(KBEGIN) + len(KBEGIN), doc.index(KEND)
-            pathlib.Path(a.write).write_text(doc[:start] + "\n" + table + "\n" + doc[end:])
+            write_between(a.write, KBEGIN, KEND, table)
         print(table)
         return
 
@@ -95,9 +100,7 @@ def main():
             f"{100 * r['decode_roofline_fraction']:.1f}% | {r['bandwidth_gb_per_s']:.1f} | {r['peak_gflop_per_s']:.0f} |")
     table = "\n".join(lines)
     if a.write:
-        doc = pathlib.Path(a.write).read_text()
-        start, end = doc.index(BEGIN) + len(BEGIN), doc.index(END)
-        pathlib.Path(a.write).write_text(doc[:start] + "\n" + table + "\n" + doc[end:])
+        write_between(a.write, BEGIN, END, table)
     print(table)
 
 

@@ -7,6 +7,7 @@
 
 #include <span>
 
+#include "ref_math.hpp"
 #include "ref_quant.hpp"
 
 namespace spite::dispatch::cpu::neon {
@@ -48,6 +49,17 @@ void lanes_by_scale_pairs(const std::int8_t* q, const Scale* sc, const std::int8
   }
   vst1q_s32(lanes, lo);
   vst1q_s32(lanes + 4, hi);
+}
+
+// Four f16 values widened (exact), or four floats loaded.
+inline float32x4_t widen4(const std::uint16_t* h) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h))); }
+inline float32x4_t widen4(const float* f) { return vld1q_f32(f); }
+
+// The reference's reduce16 of 16 lanes held as four vectors.
+inline float reduce16(const float32x4_t* v) {
+  float lanes[16];
+  for (int q = 0; q < 4; ++q) vst1q_f32(lanes + 4 * q, v[q]);
+  return cpu::reduce16(lanes);
 }
 
 // simd_arm_neon_legacy.cpp: Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K.

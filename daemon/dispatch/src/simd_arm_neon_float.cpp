@@ -13,22 +13,13 @@
 #include <vector>
 
 #include "cpu_kernels.hpp"
-#include "ref_math.hpp"
+#include "simd_math.hpp"
 #include "spite/core/half.hpp"
 
 namespace spite::dispatch::cpu::neon {
 namespace {
 
 using gguf::tensor_type;
-
-inline float32x4_t widen4(const std::uint16_t* h) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h))); }
-inline float32x4_t widen4(const float* f) { return vld1q_f32(f); }
-
-inline float reduce16(const float32x4_t* v) {
-  float lanes[16];
-  for (int q = 0; q < 4; ++q) vst1q_f32(lanes + 4 * q, v[q]);
-  return cpu::reduce16(lanes);
-}
 
 // GEMM path (n % 16 == 0): R rows x K activation rows from (o, t0), every output's 16 lanes a
 // chain of fmas in element order.
@@ -92,7 +83,7 @@ void matmul_float(const weight& w, const float* x, std::int64_t n_tokens, float*
   const float* xs = x;
   if constexpr (std::is_same_v<T, std::uint16_t>) {
     rounded.resize(static_cast<std::size_t>(w.in * n_tokens));
-    for (std::size_t i = 0; i < rounded.size(); ++i) rounded[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+    fast_math()->round_f16(x, rounded.data(), w.in * n_tokens);  // NEON's, simd_arm_neon_math.cpp
     xs = rounded.data();
   }
   if (!float_gemm_path(w)) {

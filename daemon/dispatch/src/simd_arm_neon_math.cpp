@@ -18,23 +18,17 @@
 namespace spite::dispatch::cpu {
 namespace {
 
-inline float32x4_t widen4(const std::uint16_t* h) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h))); }
-inline float32x4_t load4(const float* a) { return vld1q_f32(a); }
-inline float32x4_t load4(const std::uint16_t* a) { return widen4(a); }
-inline float32x4_t round4(float32x4_t x) { return vcvt_f32_f16(vcvt_f16_f32(x)); }
+using neon::reduce16;
+using neon::widen4;
 
-inline float reduce16(const float32x4_t* v) {
-  float lanes[16];
-  for (int q = 0; q < 4; ++q) vst1q_f32(lanes + 4 * q, v[q]);
-  return cpu::reduce16(lanes);
-}
+inline float32x4_t round4(float32x4_t x) { return vcvt_f32_f16(vcvt_f16_f32(x)); }
 
 // 16 lane sums of products, `a` as floats or as f16.
 template <class A>
 float dot16_of(const A* a, const float* b, std::int64_t n) {
   float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
   for (std::int64_t i = 0; i < n; i += 16) {
-    for (int q = 0; q < 4; ++q) acc[q] = vaddq_f32(acc[q], vmulq_f32(load4(a + i + 4 * q), vld1q_f32(b + i + 4 * q)));
+    for (int q = 0; q < 4; ++q) acc[q] = vaddq_f32(acc[q], vmulq_f32(widen4(a + i + 4 * q), vld1q_f32(b + i + 4 * q)));
   }
   return reduce16(acc);
 }
