@@ -37,11 +37,18 @@ SPITE_AVX2 inline __m256 widen8(const float* f) { return _mm256_loadu_ps(f); }
 // lane sums of each output live in `state` between chunks, so every lane still sees its
 // products in the reference's order.
 constexpr std::int64_t gemm_chunk = 512;
+constexpr std::int64_t gemm_groups_together = 8;
+
+// The activation rows are `ldx` floats apart, a little more than a row: at a power-of-two
+// length the same chunk of every row falls into the same cache sets, and the chunks of a
+// batch's rows then evict each other from L2 (a 2048-wide F32 GEMM ran at a quarter of the FMA
+// peak, all of it waiting on those loads).
+constexpr std::int64_t row_pad = 16;
 
 // R rows x K activation rows from t0 over elements [i0, i1); the lanes of output (row r,
 // activation row t0 + k) at state + (4k + r) * 16.
 template <class T, int R, int K>
-SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int64_t n, std::int64_t i0, std::int64_t i1,
+SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0, std::int64_t i1,
                                 std::int64_t t0, float* state) {
   __m256 lo[R][K], hi[R][K];
   for (int r = 0; r < R; ++r) {
@@ -50,14 +57,22 @@ SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int6
       hi[r][k] = _mm256_loadu_ps(state + (4 * k + r) * 16 + 8);
     }
   }
+  // Each half of the 16 lanes in turn, every loaded vector used by all the FMAs that need it:
+  // R + K loads per R x K FMAs (the L1 gives two 32-byte loads per cycle, the FMA units two
+  // FMAs, so a load per FMA would halve the rate).
   for (std::int64_t i = i0; i < i1; i += 16) {
-    for (int r = 0; r < R; ++r) {
-      const __m256 w0 = widen8(rows[r] + i), w1 = widen8(rows[r] + i + 8);
-      for (int k = 0; k < K; ++k) {
-        const float* x = xs + (t0 + k) * n + i;
-        lo[r][k] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x), lo[r][k]);
-        hi[r][k] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + 8), hi[r][k]);
-      }
+    __m256 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = widen8(rows[r] + i);
+    for (int k = 0; k < K; ++k) {
+      __m256 xv = _mm256_loadu_ps(xs + (t0 + k) * ldx + i);
+      __asm__("" : "+x"(xv));  // one load: GCC would fold it into each FMA again
+      for (int r = 0; r < R; ++r) lo[r][k] = _mm256_fmadd_ps(wv[r], xv, lo[r][k]);
+    }
+    for (int r = 0; r < R; ++r) wv[r] = widen8(rows[r] + i + 8);
+    for (int k = 0; k < K; ++k) {
+      __m256 xv = _mm256_loadu_ps(xs + (t0 + k) * ldx + i + 8);
+      __asm__("" : "+x"(xv));  // one load: GCC would fold it into each FMA again
+      for (int r = 0; r < R; ++r) hi[r][k] = _mm256_fmadd_ps(wv[r], xv, hi[r][k]);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -68,27 +83,48 @@ SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int6
   }
 }
 
-// Rows o..o+3 against activation rows [t0, n_tokens). With 4 or more, 2 rows x 3 activation
-// rows per tile (12 accumulators and the two weight vectors fit AVX2's 16 registers).
+// Row groups [g0, g1) (4 rows each, at most gemm_groups_together) against activation rows
+// [t0, t1): 2 rows x 3 activation rows per tile (12 accumulators and the two weight vectors fit
+// AVX2's 16 registers). For each 3 activation rows the reduction runs in chunks: a chunk of the
+// 3 rows stays in L1 while the chunks of the block's rows pass through from L2, and the tiles'
+// lane sums wait in L1 between chunks (each lane still sees its products in order). Going
+// through a whole batch per group instead read every activation row from L3 again for each
+// group; going through one group per 3 activation rows kept neither operand in L1.
 template <class T>
-SPITE_AVX2 void gemm_rows4(const weight& w, std::int64_t o, const float* xs, std::int64_t t0, std::int64_t n_tokens,
-                           float* y, aligned_vector<float>& state) {
+SPITE_AVX2 void gemm_groups(const weight& w, std::int64_t g0, std::int64_t g1, const float* xs, std::int64_t ldx,
+                            std::int64_t t0, std::int64_t t1, float* y) {
   const std::int64_t n = w.in;
-  const T* rows[4];
-  for (int r = 0; r < 4; ++r) rows[r] = reinterpret_cast<const T*>(w.row(o + r));
-  state.assign(static_cast<std::size_t>(n_tokens * 4 * 16), 0.0f);
-  const bool batch = n_tokens - t0 >= 4;
-  const std::int64_t chunk = batch ? gemm_chunk : n;
-  for (std::int64_t i0 = 0; i0 < n; i0 += chunk) {
-    const std::int64_t i1 = std::min(n, i0 + chunk);
-    std::int64_t t = t0;
-    for (; batch && t + 3 <= n_tokens; t += 3) {
-      for (int h = 0; h < 4; h += 2) gemm_tile_chunk<T, 2, 3>(rows + h, xs, n, i0, i1, t, state.data() + (t * 4 + h) * 16);
+  constexpr int per_group = 4 * 4 * 16;  // lanes of (row r, activation row k) at (4k + r) * 16
+  alignas(32) float state[gemm_groups_together * per_group];
+  const auto rows_of = [&](std::int64_t g, const T** rows) {
+    for (int r = 0; r < 4; ++r) rows[r] = reinterpret_cast<const T*>(w.row(4 * g + r));
+  };
+  std::int64_t t = t0;
+  for (; t + 3 <= t1; t += 3) {
+    std::fill_n(state, (g1 - g0) * per_group, 0.0f);
+    for (std::int64_t i0 = 0; i0 < n; i0 += gemm_chunk) {
+      const std::int64_t i1 = std::min(n, i0 + gemm_chunk);
+      for (std::int64_t g = g0; g < g1; ++g) {
+        const T* rows[4];
+        rows_of(g, rows);
+        float* lanes = state + (g - g0) * per_group;
+        for (int h = 0; h < 4; h += 2) gemm_tile_chunk<T, 2, 3>(rows + h, xs, ldx, i0, i1, t, lanes + h * 16);
+      }
     }
-    for (; t < n_tokens; ++t) gemm_tile_chunk<T, 4, 1>(rows, xs, n, i0, i1, t, state.data() + t * 4 * 16);
+    for (std::int64_t g = g0; g < g1; ++g) {
+      for (int k = 0; k < 3; ++k) {
+        for (int r = 0; r < 4; ++r) y[(t + k) * w.out + 4 * g + r] = reduce16(state + (g - g0) * per_group + (4 * k + r) * 16);
+      }
+    }
   }
-  for (std::int64_t t = t0; t < n_tokens; ++t) {
-    for (int r = 0; r < 4; ++r) y[t * w.out + o + r] = reduce16(state.data() + (t * 4 + r) * 16);
+  for (; t < t1; ++t) {  // the rest (and decode) one activation row at a time, over whole rows
+    for (std::int64_t g = g0; g < g1; ++g) {
+      const T* rows[4];
+      rows_of(g, rows);
+      std::fill_n(state, 4 * 16, 0.0f);
+      gemm_tile_chunk<T, 4, 1>(rows, xs, ldx, 0, n, t, state);
+      for (int r = 0; r < 4; ++r) y[t * w.out + 4 * g + r] = reduce16(state + r * 16);
+    }
   }
 }
 
@@ -101,7 +137,7 @@ SPITE_AVX512F inline __m512 widen16(const std::uint16_t* h) {
 SPITE_AVX512F inline __m512 widen16(const float* f) { return _mm512_loadu_ps(f); }
 
 template <class T, int R, int K>
-SPITE_AVX512F void gemm_tile_512(const weight& w, std::int64_t o, const float* xs, std::int64_t t0, float* y) {
+SPITE_AVX512F void gemm_tile_512(const weight& w, std::int64_t o, const float* xs, std::int64_t ldx, std::int64_t t0, float* y) {
   const std::int64_t n = w.in;
   const T* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const T*>(w.row(o + r));
@@ -112,7 +148,7 @@ SPITE_AVX512F void gemm_tile_512(const weight& w, std::int64_t o, const float* x
   for (std::int64_t i = 0; i < n; i += 16) {
     for (int r = 0; r < R; ++r) {
       const __m512 wv = widen16(rows[r] + i);
-      for (int k = 0; k < K; ++k) acc[r][k] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xs + (t0 + k) * n + i), acc[r][k]);
+      for (int k = 0; k < K; ++k) acc[r][k] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xs + (t0 + k) * ldx + i), acc[r][k]);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -161,28 +197,49 @@ SPITE_AVX2 float vec_dot(const T* wrow, const float* x, std::int64_t n) {
 
 template <class T>
 void matmul_float_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  aligned_vector<float> rounded;
-  const float* xs = x;
-  if constexpr (!std::is_same_v<T, float>) {
-    rounded.resize(static_cast<std::size_t>(w.in * n_tokens));
-    fast_math()->round_f16(x, rounded.data(), w.in * n_tokens);  // present wherever this file's kernels are
-    xs = rounded.data();
-  }
   if (!float_gemm_path(w)) {
+    aligned_vector<float> rounded;
+    const float* xs = x;
+    if constexpr (!std::is_same_v<T, float>) {
+      rounded.resize(static_cast<std::size_t>(w.in * n_tokens));
+      fast_math()->round_f16(x, rounded.data(), w.in * n_tokens);  // present wherever this file's kernels are
+      xs = rounded.data();
+    }
     for_each_output(w.out, n_tokens, y, pool, [&](std::int64_t o, std::int64_t t) {
       return vec_dot(reinterpret_cast<const T*>(w.row(o)), xs + t * w.in, w.in);
     });
     return;
   }
+  // One activation row needs no copy; a batch is copied (f16 weights: rounded) with padded rows.
+  const std::int64_t ldx = n_tokens > 1 ? w.in + row_pad : w.in;
+  aligned_vector<float> copy;
+  const float* xs = x;
+  if (n_tokens > 1 || !std::is_same_v<T, float>) {
+    copy.resize(static_cast<std::size_t>(ldx * n_tokens));
+    for (std::int64_t t = 0; t < n_tokens; ++t) {
+      if constexpr (std::is_same_v<T, float>) {
+        std::copy_n(x + t * w.in, w.in, copy.data() + t * ldx);
+      } else {
+        fast_math()->round_f16(x + t * w.in, copy.data() + t * ldx, w.in);  // present wherever this file's kernels are
+      }
+    }
+    xs = copy.data();
+  }
   const bool avx512 = has_avx512_kernels();
-  pool.parallel_for(w.out / 4, [&](std::int64_t begin, std::int64_t end, int) {
-    aligned_vector<float> state;
-    for (std::int64_t g = begin; g < end; ++g) {
+  const std::int64_t groups = w.out / 4;
+  // Blocks of groups, whose rows stay in L2 while the batch passes 3 activation rows at a time
+  // (decode takes one group at a time, for the split between threads).
+  const std::int64_t together = n_tokens >= 4 ? gemm_groups_together : 1;
+  pool.parallel_for((groups + together - 1) / together, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t s = begin; s < end; ++s) {
+      const std::int64_t g0 = s * together, g1 = std::min(groups, g0 + together);
       std::int64_t t = 0;
       if (avx512) {
-        for (; t + 4 <= n_tokens; t += 4) gemm_tile_512<T, 4, 4>(w, 4 * g, xs, t, y);
+        for (std::int64_t g = g0; g < g1; ++g) {
+          for (t = 0; t + 4 <= n_tokens; t += 4) gemm_tile_512<T, 4, 4>(w, 4 * g, xs, ldx, t, y);
+        }
       }
-      gemm_rows4<T>(w, 4 * g, xs, t, n_tokens, y, state);
+      gemm_groups<T>(w, g0, g1, xs, ldx, t, n_tokens, y);
     }
   });
 }
