@@ -83,6 +83,17 @@ SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int6
   }
 }
 
+// gemm_groups' tiles for f16 and f32 weights.
+template <class T>
+struct float_kernel {
+  using element = T;
+  template <int R, int K>
+  SPITE_AVX2 static void tile(const T* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0, std::int64_t i1,
+                              std::int64_t t0, float* state) {
+    gemm_tile_chunk<T, R, K>(rows, xs, ldx, i0, i1, t0, state);
+  }
+};
+
 // Row groups [g0, g1) (4 rows each, at most gemm_groups_together) against activation rows
 // [t0, t1): 2 rows x 3 activation rows per tile (12 accumulators and the two weight vectors fit
 // AVX2's 16 registers). For each 3 activation rows the reduction runs in chunks: a chunk of the
@@ -90,9 +101,10 @@ SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int6
 // lane sums wait in L1 between chunks (each lane still sees its products in order). Going
 // through a whole batch per group instead read every activation row from L3 again for each
 // group; going through one group per 3 activation rows kept neither operand in L1.
-template <class T>
+template <class Kernel>
 SPITE_AVX2 void gemm_groups(const weight& w, std::int64_t g0, std::int64_t g1, const float* xs, std::int64_t ldx,
                             std::int64_t t0, std::int64_t t1, float* y) {
+  using T = typename Kernel::element;
   const std::int64_t n = w.in;
   constexpr int per_group = 4 * 4 * 16;  // lanes of (row r, activation row k) at (4k + r) * 16
   alignas(32) float state[gemm_groups_together * per_group];
@@ -108,7 +120,7 @@ SPITE_AVX2 void gemm_groups(const weight& w, std::int64_t g0, std::int64_t g1, c
         const T* rows[4];
         rows_of(g, rows);
         float* lanes = state + (g - g0) * per_group;
-        for (int h = 0; h < 4; h += 2) gemm_tile_chunk<T, 2, 3>(rows + h, xs, ldx, i0, i1, t, lanes + h * 16);
+        for (int h = 0; h < 4; h += 2) Kernel::template tile<2, 3>(rows + h, xs, ldx, i0, i1, t, lanes + h * 16);
       }
     }
     for (std::int64_t g = g0; g < g1; ++g) {
@@ -122,7 +134,7 @@ SPITE_AVX2 void gemm_groups(const weight& w, std::int64_t g0, std::int64_t g1, c
       const T* rows[4];
       rows_of(g, rows);
       std::fill_n(state, 4 * 16, 0.0f);
-      gemm_tile_chunk<T, 4, 1>(rows, xs, ldx, 0, n, t, state);
+      Kernel::template tile<4, 1>(rows, xs, ldx, 0, n, t, state);
       for (int r = 0; r < 4; ++r) y[t * w.out + 4 * g + r] = reduce16(state + r * 16);
     }
   }
@@ -239,7 +251,7 @@ void matmul_float_impl(const weight& w, const float* x, std::int64_t n_tokens, f
           for (t = 0; t + 4 <= n_tokens; t += 4) gemm_tile_512<T, 4, 4>(w, 4 * g, xs, ldx, t, y);
         }
       }
-      gemm_groups<T>(w, g0, g1, xs, ldx, t, n_tokens, y);
+      gemm_groups<float_kernel<T>>(w, g0, g1, xs, ldx, t, n_tokens, y);
     }
   });
 }
@@ -295,6 +307,61 @@ void bf16_rows(const weight& w, std::int64_t o, const std::uint16_t* xs, std::in
       [&](std::int64_t t) { bf16_tile<R, 1>(w, o, xs, t, y, t == 0); });
 }
 
+// A batch for gemm_groups: the activations rounded to bf16 (exact as floats), each 32 values as
+// 4 vectors of 8: the odd elements of pairs 0-7, their even elements, then pairs 8-15 the same
+// way, so the tiles multiply them as they are.
+void split_bf16_pairs(const float* x, std::int64_t n, float* out) {
+  for (std::int64_t i = 0; i < n; i += 32) {
+    for (int p = 0; p < 16; ++p) {
+      float* half = out + i + 16 * (p / 8);
+      half[p % 8] = bf16_to_fp32(fp32_to_bf16(x[i + 2 * p + 1]));
+      half[8 + p % 8] = bf16_to_fp32(fp32_to_bf16(x[i + 2 * p]));
+    }
+  }
+}
+
+// gemm_groups' tile for bf16 weights over split activations: R rows x K activation rows from t0
+// over values [i0, i1), the lanes of (row r, activation row t0 + k) at state + (4k + r) * 16.
+// Each lane adds its pair's odd product, then its even one, as bf16_pairs8 does.
+struct bf16_kernel {
+  using element = std::uint16_t;
+  template <int R, int K>
+  SPITE_AVX2 static void tile(const std::uint16_t* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0,
+                              std::int64_t i1, std::int64_t t0, float* state) {
+    __m256 acc[2][R][K];
+    for (int h = 0; h < 2; ++h) {
+      for (int r = 0; r < R; ++r) {
+        for (int k = 0; k < K; ++k) acc[h][r][k] = _mm256_loadu_ps(state + (4 * k + r) * 16 + 8 * h);
+      }
+    }
+    const __m256i top = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    for (std::int64_t i = i0; i < i1; i += 32) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i* pairs[R];  // the rows' 8 bf16 pairs of this half
+        for (int r = 0; r < R; ++r) pairs[r] = reinterpret_cast<const __m256i*>(rows[r] + i + 16 * h);
+        __m256 wv[R];
+        for (int r = 0; r < R; ++r) wv[r] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(pairs[r]), top));
+        for (int k = 0; k < K; ++k) {
+          __m256 xv = _mm256_loadu_ps(xs + (t0 + k) * ldx + i + 16 * h);
+          __asm__("" : "+x"(xv));  // one load: GCC would fold it into each FMA again
+          for (int r = 0; r < R; ++r) acc[h][r][k] = _mm256_fmadd_ps(wv[r], xv, acc[h][r][k]);
+        }
+        for (int r = 0; r < R; ++r) wv[r] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(pairs[r]), 16));
+        for (int k = 0; k < K; ++k) {
+          __m256 xv = _mm256_loadu_ps(xs + (t0 + k) * ldx + i + 16 * h + 8);
+          __asm__("" : "+x"(xv));
+          for (int r = 0; r < R; ++r) acc[h][r][k] = _mm256_fmadd_ps(wv[r], xv, acc[h][r][k]);
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int r = 0; r < R; ++r) {
+        for (int k = 0; k < K; ++k) _mm256_storeu_ps(state + (4 * k + r) * 16 + 8 * h, acc[h][r][k]);
+      }
+    }
+  }
+};
+
 void matmul_bf16_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.in % 32 != 0) {  // the reference's vector dot product with a tail: rare, kept generic
     generic_matmul(w, x, n_tokens, y, pool);
@@ -302,9 +369,28 @@ void matmul_bf16_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   }
   aligned_vector<std::uint16_t> xs(static_cast<std::size_t>(w.in * n_tokens));
   for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = fp32_to_bf16(x[i]);
-  by_row_groups(
-      w.out, pool, [&](std::int64_t o) { bf16_rows<4>(w, o, xs.data(), n_tokens, y); },
-      [&](std::int64_t o) { bf16_rows<1>(w, o, xs.data(), n_tokens, y); });
+  if (n_tokens < 4) {  // decode: 4 rows at a time, the next ones prefetched
+    by_row_groups(
+        w.out, pool, [&](std::int64_t o) { bf16_rows<4>(w, o, xs.data(), n_tokens, y); },
+        [&](std::int64_t o) { bf16_rows<1>(w, o, xs.data(), n_tokens, y); });
+    return;
+  }
+  // A batch: blocks of row groups as for f16 / f32 weights; rows past the last group of 4 as
+  // in decode.
+  const std::int64_t ldx = w.in + row_pad;
+  aligned_vector<float> split(static_cast<std::size_t>(ldx * n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) split_bf16_pairs(x + t * w.in, w.in, split.data() + t * ldx);
+  const std::int64_t groups = w.out / 4, blocks = (groups + gemm_groups_together - 1) / gemm_groups_together;
+  pool.parallel_for(blocks + 1, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t b = begin; b < end; ++b) {
+      if (b == blocks) {
+        for (std::int64_t o = 4 * groups; o < w.out; ++o) bf16_rows<1>(w, o, xs.data(), n_tokens, y);
+        continue;
+      }
+      const std::int64_t g0 = b * gemm_groups_together;
+      gemm_groups<bf16_kernel>(w, g0, std::min(groups, g0 + gemm_groups_together), split.data(), ldx, 0, n_tokens, y);
+    }
+  });
 }
 
 }  // namespace

@@ -172,6 +172,7 @@ TEST_CASE("the SIMD F32 matmul gives the reference's bits") {
 TEST_CASE("the SIMD BF16 matmul gives the reference's bits") {
   check_bit_identical(tensor_type::bf16, 32);  // the 32-value pair path
   check_bit_identical(tensor_type::bf16, 48);  // a length it leaves to the generic path
+  check_bit_identical(tensor_type::bf16, 224);  // 672 values: the batch GEMM's 512-value chunks and a short last one
 }
 
 TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left alone") {
