@@ -246,9 +246,9 @@ void matmul_float_impl(const weight& w, const float* x, std::int64_t n_tokens, f
     for (std::int64_t s = begin; s < end; ++s) {
       const std::int64_t g0 = s * together, g1 = std::min(groups, g0 + together);
       std::int64_t t = 0;
-      if (avx512) {
-        for (std::int64_t g = g0; g < g1; ++g) {
-          for (t = 0; t + 4 <= n_tokens; t += 4) gemm_tile_512<T, 4, 4>(w, 4 * g, xs, ldx, t, y);
+      if (avx512) {  // 4 activation rows at a time stay in L1 / L2 while the block's rows pass
+        for (; t + 4 <= n_tokens; t += 4) {
+          for (std::int64_t g = g0; g < g1; ++g) gemm_tile_512<T, 4, 4>(w, 4 * g, xs, ldx, t, y);
         }
       }
       gemm_groups<float_kernel<T>>(w, g0, g1, xs, ldx, t, n_tokens, y);
