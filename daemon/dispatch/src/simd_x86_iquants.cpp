@@ -27,6 +27,46 @@ SPITE_AVX2 inline __m256i iq4_values(const std::uint8_t* qs) {
 }
 
 // ---- IQ4_XS
+//
+// Sub-blocks are taken in pairs: one 32-byte load holds both one's 32 index bytes, its low
+// nibbles (elements 0-15 of each) and high nibbles (elements 16-31) then come out as two vectors
+// without moving bytes across lanes, [elements 0-15 of sub-block 2p | of 2p + 1] and [16-31 |
+// 16-31]. Their int32 lanes hold the right products for the reference's lanes 0-3 and 4-7 of
+// each sub-block, in the wrong half for the second one; the halves are added together once per
+// super-block (integer sums, so exactly the reference's lanes). The activations are permuted to
+// match once per matmul (iq4_xs_pair_order).
+
+// Element order of the permuted activations within a super-block: for each pair p, elements
+// 64p + 0..15, 64p + 32..47, then 64p + 16..31, 64p + 48..63.
+void iq4_xs_pair_order(gguf::block_q8_K& x) {
+  std::int8_t q[qkk];
+  for (int p = 0; p < 4; ++p) {
+    std::memcpy(q + 64 * p, x.qs + 64 * p, 16);
+    std::memcpy(q + 64 * p + 16, x.qs + 64 * p + 32, 16);
+    std::memcpy(q + 64 * p + 32, x.qs + 64 * p + 16, 16);
+    std::memcpy(q + 64 * p + 48, x.qs + 64 * p + 48, 16);
+  }
+  std::memcpy(x.qs, q, sizeof q);
+}
+
+// The 8 sub-block scales (6 bits, minus 32) as int16 in both 128-bit halves.
+SPITE_AVX2 inline __m256i iq4_xs_scales(const gguf::block_iq4_xs& b) {
+  std::uint32_t low;
+  std::memcpy(&low, b.scales_l, 4);
+  const __m128i l = _mm_cvtsi32_si128(static_cast<int>(low));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  // Sub-block ib's low 4 bits: byte ib / 2, low nibble for even ib.
+  const __m128i lo = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(l, m4), _mm_and_si128(_mm_srli_epi16(l, 4), m4)));
+  std::uint16_t high;
+  std::memcpy(&high, &b.scales_h, 2);
+  // Its top 2 bits: bits 2ib..2ib+1 of scales_h, moved to the top of lane ib by a multiply, then
+  // down to bits 4-5.
+  const __m128i h = _mm_mullo_epi16(_mm_set1_epi16(static_cast<std::int16_t>(high)),
+                                    _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1));
+  const __m128i hi = _mm_slli_epi16(_mm_srli_epi16(h, 14), 4);
+  const __m128i s = _mm_sub_epi16(_mm_or_si128(lo, hi), _mm_set1_epi16(32));
+  return _mm256_broadcastsi128_si256(s);
+}
 
 template <int R, int K>
 SPITE_AVX2 void iq4_xs_tile(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
@@ -37,28 +77,43 @@ SPITE_AVX2 void iq4_xs_tile(const weight& w, std::int64_t o, const gguf::block_q
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) acc[r][k] = _mm256_setzero_ps();
   }
+  const __m128i table128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_iq4nl));
+  const __m256i table = _mm256_broadcastsi128_si256(table128);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
   const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
     for (int r = 0; r < R; ++r) {
       const gguf::block_iq4_xs& blk = rows[r][b];
-      std::uint16_t scales_h;
-      std::memcpy(&scales_h, &blk.scales_h, 2);
-      __m256i lanes[K];
-      for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
-      for (int ib = 0; ib < 8; ++ib) {
-        const int ls = ((blk.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((scales_h >> (2 * ib)) & 3) << 4);
-        const __m256i scale = _mm256_set1_epi16(static_cast<std::int16_t>(ls - 32));
-        const __m256i q = iq4_values(blk.qs + 16 * ib);
-        const __m256i qabs = _mm256_sign_epi8(q, q);
+      const __m256i scales = iq4_xs_scales(blk);
+      __m256i first[K], second[K];  // the int32 lanes of elements 0-15 / 16-31, two sub-blocks per vector
+      for (int k = 0; k < K; ++k) first[k] = second[k] = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        // Scale of sub-block 2p in the low half, 2p + 1 in the high half.
+        const __m256i pick = _mm256_setr_epi8(4 * p, 4 * p + 1, 4 * p, 4 * p + 1, 4 * p, 4 * p + 1, 4 * p, 4 * p + 1, 4 * p,
+                                              4 * p + 1, 4 * p, 4 * p + 1, 4 * p, 4 * p + 1, 4 * p, 4 * p + 1, 4 * p + 2,
+                                              4 * p + 3, 4 * p + 2, 4 * p + 3, 4 * p + 2, 4 * p + 3, 4 * p + 2, 4 * p + 3,
+                                              4 * p + 2, 4 * p + 3, 4 * p + 2, 4 * p + 3, 4 * p + 2, 4 * p + 3, 4 * p + 2,
+                                              4 * p + 3);
+        const __m256i scale = _mm256_shuffle_epi8(scales, pick);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * p));
+        const __m256i qa = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+        const __m256i qb = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        const __m256i qa_abs = _mm256_sign_epi8(qa, qa), qb_abs = _mm256_sign_epi8(qb, qb);
         for (int k = 0; k < K; ++k) {
-          const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * ib));
-          lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(qabs, _mm256_sign_epi8(x, q), scale));
+          const std::int8_t* xs = xq[(t0 + k) * nb + b].qs + 64 * p;
+          const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs));
+          const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 32));
+          first[k] = _mm256_add_epi32(first[k], dot_lanes_scaled(qa_abs, _mm256_sign_epi8(xa, qa), scale));
+          second[k] = _mm256_add_epi32(second[k], dot_lanes_scaled(qb_abs, _mm256_sign_epi8(xb, qb), scale));
         }
       }
       const float dw = _cvtsh_ss(blk.d);
       for (int k = 0; k < K; ++k) {
-        acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xq[(t0 + k) * nb + b].d), _mm256_cvtepi32_ps(lanes[k]), acc[r][k]);
+        // Lanes 0-3: elements 0-15 of every sub-block; lanes 4-7: elements 16-31.
+        const __m256i lanes = _mm256_add_epi32(_mm256_permute2x128_si256(first[k], second[k], 0x20),
+                                               _mm256_permute2x128_si256(first[k], second[k], 0x31));
+        acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xq[(t0 + k) * nb + b].d), _mm256_cvtepi32_ps(lanes), acc[r][k]);
       }
     }
   }
@@ -128,6 +183,7 @@ void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
   for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  for (auto& block : xq) iq4_xs_pair_order(block);
   by_row_groups(
       w.out, pool, [&](std::int64_t o) { iq4_xs_rows<4>(w, o, xq.data(), nb, n_tokens, y); },
       [&](std::int64_t o) { iq4_xs_rows<1>(w, o, xq.data(), nb, n_tokens, y); });
