@@ -368,6 +368,11 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
       __m256i lanes[K];
       for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
       const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+      // The 16 scales as int16, the first 8 in both halves of one vector, the last 8 in another:
+      // each group's [sc[2g] x 8 | sc[2g + 1] x 8] is then one in-lane byte shuffle.
+      const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+      const __m256i sc_first = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+      const __m256i sc_last = _mm256_permute2x128_si256(sc16, sc16, 0x11);
       for (int c = 0; c < 2; ++c) {
         const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * c));
         const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c));
@@ -381,14 +386,17 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
           const __m256i q = _mm256_or_si256(nib, _mm256_and_si256(hbits, m2 /* 0x30 */));
           const int g = 4 * c + j;
           // sc[2g] for the first 16 elements, sc[2g + 1] for the second, as int16.
-          const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_set_epi64x(0x0101010101010101LL * (2 * g + 1), 0x0101010101010101LL * (2 * g))));
+          const int s0 = 2 * (2 * g % 8), s1 = s0 + 2;  // byte offsets in sc_first / sc_last
+          const __m256i pick = _mm256_setr_epi8(s0, s0 + 1, s0, s0 + 1, s0, s0 + 1, s0, s0 + 1, s0, s0 + 1, s0, s0 + 1, s0,
+                                                s0 + 1, s0, s0 + 1, s1, s1 + 1, s1, s1 + 1, s1, s1 + 1, s1, s1 + 1, s1,
+                                                s1 + 1, s1, s1 + 1, s1, s1 + 1, s1, s1 + 1);
+          const __m256i scales = _mm256_shuffle_epi8(g < 4 ? sc_first : sc_last, pick);
           for (int k = 0; k < K; ++k) {
             const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
             lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(q, xv, scales));
           }
         }
       }
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
       const float dw = _cvtsh_ss(blk.d);
       for (int k = 0; k < K; ++k) {
         const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
