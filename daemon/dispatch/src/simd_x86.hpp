@@ -50,6 +50,24 @@ SPITE_AVX2 inline __m256i dot_lanes_scaled(__m256i u, __m256i s, __m256i scales)
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales);
 }
 
+// 16 int8 scales widened to int16 once per block; of(a, b) is [s[a] x 8 | s[b] x 8] (a and b
+// both below 8 or both from 8) with one in-lane byte shuffle, for madd with a group's pair sums.
+struct scale_pairs16 {
+  __m256i first, last;  // s[0..7], s[8..15] in both halves
+  SPITE_AVX2 explicit scale_pairs16(__m128i s8) {
+    const __m256i s16 = _mm256_cvtepi8_epi16(s8);
+    first = _mm256_permute2x128_si256(s16, s16, 0x00);
+    last = _mm256_permute2x128_si256(s16, s16, 0x11);
+  }
+  SPITE_AVX2 __m256i of(int a, int b) const {
+    const auto lo = static_cast<char>(2 * (a % 8)), hi = static_cast<char>(2 * (b % 8));
+    const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1,
+                                          lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1,
+                                          hi, hi + 1, hi, hi + 1);
+    return _mm256_shuffle_epi8(a < 8 ? first : last, pick);
+  }
+};
+
 // The 32 quants of a Q4_0 block (0..15, element order: low nibbles, then high nibbles).
 SPITE_AVX2 inline __m256i nibbles32(const std::uint8_t* qs) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));

@@ -188,11 +188,6 @@ SPITE_AVX2 inline __m128i q5_K_scale_bytes(const gguf::block_q5_K& b) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
 }
 
-// Group g's scales as int16: bytes `first` for its first 16 elements, `second` for the others.
-SPITE_AVX2 inline __m256i scales_of(__m128i bytes, int first, int second) {
-  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(bytes, _mm_set_epi64x(0x0101010101010101LL * second, 0x0101010101010101LL * first)));
-}
-
 // The Q5_K mins (bytes 8-15 of its scale bytes) as 16 int16, each twice, for mins_sum.
 SPITE_AVX2 inline __m256i mins_pairs(__m128i bytes) {
   return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(bytes, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
@@ -224,13 +219,14 @@ SPITE_AVX2 void fused_rows(const weight& w, std::int64_t o, const gguf::block_q8
         sc = q5_K_scale_bytes(blk);
         bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
       }
+      const scale_pairs16 scales16(sc);
       __m256i lanes = _mm256_setzero_si256();
       for (int g = 0; g < 8; ++g) {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * g));
         if constexpr (is_q3) {
-          lanes = _mm256_add_epi32(lanes, group_lanes<true>(q3_K_group(blk, bits, g), xv, scales_of(sc, 2 * g, 2 * g + 1)));
+          lanes = _mm256_add_epi32(lanes, group_lanes<true>(q3_K_group(blk, bits, g), xv, scales16.of(2 * g, 2 * g + 1)));
         } else {
-          lanes = _mm256_add_epi32(lanes, group_lanes<false>(q5_K_group(blk, bits, g), xv, scales_of(sc, g, g)));
+          lanes = _mm256_add_epi32(lanes, group_lanes<false>(q5_K_group(blk, bits, g), xv, scales16.of(g, g)));
         }
       }
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(blk.d)), _mm256_cvtepi32_ps(lanes), acc[r]);

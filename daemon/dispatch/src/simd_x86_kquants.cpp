@@ -368,11 +368,7 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
       __m256i lanes[K];
       for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
       const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
-      // The 16 scales as int16, the first 8 in both halves of one vector, the last 8 in another:
-      // each group's [sc[2g] x 8 | sc[2g + 1] x 8] is then one in-lane byte shuffle.
-      const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-      const __m256i sc_first = _mm256_permute2x128_si256(sc16, sc16, 0x00);
-      const __m256i sc_last = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+      const scale_pairs16 group_scales(sc8);
       for (int c = 0; c < 2; ++c) {
         const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * c));
         const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c));
@@ -385,12 +381,7 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
           const __m256i hbits = j < 2 ? _mm256_slli_epi16(h, 4 - 2 * j) : j == 2 ? h : _mm256_srli_epi16(h, 2);
           const __m256i q = _mm256_or_si256(nib, _mm256_and_si256(hbits, m2 /* 0x30 */));
           const int g = 4 * c + j;
-          // sc[2g] for the first 16 elements, sc[2g + 1] for the second, as int16.
-          const int s0 = 2 * (2 * g % 8), s1 = s0 + 2;  // byte offsets in sc_first / sc_last
-          const __m256i pick = _mm256_setr_epi8(s0, s0 + 1, s0, s0 + 1, s0, s0 + 1, s0, s0 + 1, s0, s0 + 1, s0, s0 + 1, s0,
-                                                s0 + 1, s0, s0 + 1, s1, s1 + 1, s1, s1 + 1, s1, s1 + 1, s1, s1 + 1, s1,
-                                                s1 + 1, s1, s1 + 1, s1, s1 + 1, s1, s1 + 1);
-          const __m256i scales = _mm256_shuffle_epi8(g < 4 ? sc_first : sc_last, pick);
+          const __m256i scales = group_scales.of(2 * g, 2 * g + 1);  // sc[2g] for the first 16 elements
           for (int k = 0; k < K; ++k) {
             const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
             lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(q, xv, scales));
@@ -402,7 +393,7 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
         const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
         // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
-        const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+        const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bs), 5));
         acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * dw), _mm256_cvtepi32_ps(l), acc[r][k]);
       }
     }
