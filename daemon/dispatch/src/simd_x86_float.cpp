@@ -367,7 +367,8 @@ void matmul_bf16_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
     generic_matmul(w, x, n_tokens, y, pool);
     return;
   }
-  aligned_vector<std::uint16_t> xs(static_cast<std::size_t>(w.in * n_tokens));
+  // bf16 activations for the decode tiles (in a batch, only rows past the last group of 4 use them)
+  aligned_vector<std::uint16_t> xs(n_tokens < 4 || w.out % 4 != 0 ? static_cast<std::size_t>(w.in * n_tokens) : 0);
   for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = fp32_to_bf16(x[i]);
   if (n_tokens < 4) {  // decode: 4 rows at a time, the next ones prefetched
     by_row_groups(
