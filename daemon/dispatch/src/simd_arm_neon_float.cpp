@@ -8,6 +8,7 @@
 #include "simd_arm_neon.hpp"
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -92,13 +93,23 @@ void matmul_float(const weight& w, const float* x, std::int64_t n_tokens, float*
     });
     return;
   }
-  pool.parallel_for(w.out / 4, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t g = begin; g < end; ++g) {
+  // Blocks of 8 groups of 4 rows: each 4 activation rows stay in L1 while the block's rows pass
+  // (a whole batch per group would come from further away again for every group). Decode
+  // splits single groups between the threads.
+  const std::int64_t block_groups = n_tokens >= 4 ? 8 : 1;
+  const std::int64_t groups = w.out / 4;
+  pool.parallel_for((groups + block_groups - 1) / block_groups, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t b = begin; b < end; ++b) {
+      const std::int64_t g0 = b * block_groups, g1 = std::min(groups, g0 + block_groups);
       std::int64_t t = 0;
       for (; t + 4 <= n_tokens; t += 4) {
-        for (int r = 0; r < 4; ++r) gemm_tile<T, 1, 4>(w, 4 * g + r, xs, t, y);
+        for (std::int64_t g = g0; g < g1; ++g) {
+          for (int r = 0; r < 4; ++r) gemm_tile<T, 1, 4>(w, 4 * g + r, xs, t, y);
+        }
       }
-      for (; t < n_tokens; ++t) gemm_tile<T, 4, 1>(w, 4 * g, xs, t, y);
+      for (; t < n_tokens; ++t) {
+        for (std::int64_t g = g0; g < g1; ++g) gemm_tile<T, 4, 1>(w, 4 * g, xs, t, y);
+      }
     }
   });
 }
@@ -139,11 +150,18 @@ void matmul_bf16(const weight& w, const float* x, std::int64_t n_tokens, float* 
   }
   std::vector<std::uint16_t> xs(static_cast<std::size_t>(w.in * n_tokens));
   for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = fp32_to_bf16(x[i]);
-  pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t o = begin; o < end; ++o) {
+  // Blocks of 32 rows, each 4 activation rows in L1 while the block's rows pass (as above).
+  const std::int64_t block_rows = n_tokens >= 4 ? 32 : 1;
+  pool.parallel_for((w.out + block_rows - 1) / block_rows, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t b = begin; b < end; ++b) {
+      const std::int64_t o0 = b * block_rows, o1 = std::min(w.out, o0 + block_rows);
       std::int64_t t = 0;
-      for (; t + 4 <= n_tokens; t += 4) bf16_tile<4>(w, o, xs.data(), t, y);
-      for (; t < n_tokens; ++t) bf16_tile<1>(w, o, xs.data(), t, y);
+      for (; t + 4 <= n_tokens; t += 4) {
+        for (std::int64_t o = o0; o < o1; ++o) bf16_tile<4>(w, o, xs.data(), t, y);
+      }
+      for (; t < n_tokens; ++t) {
+        for (std::int64_t o = o0; o < o1; ++o) bf16_tile<1>(w, o, xs.data(), t, y);
+      }
     }
   });
 }
