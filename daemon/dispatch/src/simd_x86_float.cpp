@@ -31,18 +31,16 @@ SPITE_AVX2 inline __m256 widen8(const std::uint16_t* h) {
 SPITE_AVX2 inline __m256 widen8(const float* f) { return _mm256_loadu_ps(f); }
 
 
-// GEMM path; n % 16 == 0. T: the weights' element (f16 bits or float). A batch of 4 or more
-// activation rows runs the reduction in chunks small enough for a chunk of the group's rows and
-// of K activation rows to stay in L1 while every activation row of the batch passes; the 16
-// lane sums of each output live in `state` between chunks, so every lane still sees its
-// products in the reference's order.
+// GEMM path; n % 16 == 0. T: the weights' element (f16 bits or float). A batch runs the
+// reduction in chunks of gemm_chunk elements over blocks of gemm_groups_together groups of 4
+// rows (gemm_groups); the 16 lane sums of each output live in `state` between chunks, so every
+// lane still sees its products in the reference's order.
 constexpr std::int64_t gemm_chunk = 512;
 constexpr std::int64_t gemm_groups_together = 8;
 
-// The activation rows are `ldx` floats apart, a little more than a row: at a power-of-two
-// length the same chunk of every row falls into the same cache sets, and the chunks of a
-// batch's rows then evict each other from L2 (a 2048-wide F32 GEMM ran at a quarter of the FMA
-// peak, all of it waiting on those loads).
+// A batch's activation rows are `ldx` floats apart, a little more than a row: at a power-of-two
+// length the same chunk of every row falls into the same cache sets and the rows evict each
+// other (one of the reasons a 2048-wide F32 GEMM ran at a quarter of the FMA peak).
 constexpr std::int64_t row_pad = 16;
 
 // R rows x K activation rows from t0 over elements [i0, i1); the lanes of output (row r,
