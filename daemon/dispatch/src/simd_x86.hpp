@@ -53,12 +53,12 @@ SPITE_AVX2 inline __m256i dot_lanes_scaled(__m256i u, __m256i s, __m256i scales)
 // 16 int8 scales widened to int16 once per block; of(a, b) is [s[a] x 8 | s[b] x 8] (a and b
 // both below 8 or both from 8) with one in-lane byte shuffle, for madd with a group's pair sums.
 struct scale_pairs16 {
+  __m256i all;          // s[0..15]
   __m256i first, last;  // s[0..7], s[8..15] in both halves
-  SPITE_AVX2 explicit scale_pairs16(__m128i s8) {
-    const __m256i s16 = _mm256_cvtepi8_epi16(s8);
-    first = _mm256_permute2x128_si256(s16, s16, 0x00);
-    last = _mm256_permute2x128_si256(s16, s16, 0x11);
-  }
+  SPITE_AVX2 explicit scale_pairs16(__m128i s8)
+      : all(_mm256_cvtepi8_epi16(s8)),
+        first(_mm256_permute2x128_si256(all, all, 0x00)),
+        last(_mm256_permute2x128_si256(all, all, 0x11)) {}
   SPITE_AVX2 __m256i of(int a, int b) const {
     const auto lo = static_cast<char>(2 * (a % 8)), hi = static_cast<char>(2 * (b % 8));
     const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1,

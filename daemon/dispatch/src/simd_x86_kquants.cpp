@@ -368,7 +368,7 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
       __m256i lanes[K];
       for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
       const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
-      const scale_pairs16 group_scales(sc8);
+      const scale_pairs16 scales16(sc8);
       for (int c = 0; c < 2; ++c) {
         const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * c));
         const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c));
@@ -381,7 +381,7 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
           const __m256i hbits = j < 2 ? _mm256_slli_epi16(h, 4 - 2 * j) : j == 2 ? h : _mm256_srli_epi16(h, 2);
           const __m256i q = _mm256_or_si256(nib, _mm256_and_si256(hbits, m2 /* 0x30 */));
           const int g = 4 * c + j;
-          const __m256i scales = group_scales.of(2 * g, 2 * g + 1);  // sc[2g] for the first 16 elements
+          const __m256i scales = scales16.of(2 * g, 2 * g + 1);  // sc[2g] for the first 16 elements
           for (int k = 0; k < K; ++k) {
             const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
             lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(q, xv, scales));
@@ -393,7 +393,7 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
         const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
         // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
-        const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bs), 5));
+        const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(scales16.all, bs), 5));
         acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * dw), _mm256_cvtepi32_ps(l), acc[r][k]);
       }
     }
