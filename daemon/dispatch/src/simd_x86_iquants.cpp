@@ -49,8 +49,8 @@ void iq4_xs_pair_order(gguf::block_q8_K& x) {
   std::memcpy(x.qs, q, sizeof q);
 }
 
-// The 8 sub-block scales (6 bits, minus 32) as int16 in both 128-bit halves.
-SPITE_AVX2 inline __m256i iq4_xs_scales(const gguf::block_iq4_xs& b) {
+// The 8 sub-block scales (6 bits, minus 32) as bytes 0-7.
+SPITE_AVX2 inline __m128i iq4_xs_scales(const gguf::block_iq4_xs& b) {
   std::uint32_t low;
   std::memcpy(&low, b.scales_l, 4);
   const __m128i l = _mm_cvtsi32_si128(static_cast<int>(low));
@@ -65,7 +65,7 @@ SPITE_AVX2 inline __m256i iq4_xs_scales(const gguf::block_iq4_xs& b) {
                                     _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1));
   const __m128i hi = _mm_slli_epi16(_mm_srli_epi16(h, 14), 4);
   const __m128i s = _mm_sub_epi16(_mm_or_si128(lo, hi), _mm_set1_epi16(32));
-  return _mm256_broadcastsi128_si256(s);
+  return _mm_packs_epi16(s, s);  // -32..31: no saturation
 }
 
 template <int R, int K>
@@ -85,17 +85,11 @@ SPITE_AVX2 void iq4_xs_tile(const weight& w, std::int64_t o, const gguf::block_q
     if (t0 == 0) ahead.step(b);
     for (int r = 0; r < R; ++r) {
       const gguf::block_iq4_xs& blk = rows[r][b];
-      const __m256i scales = iq4_xs_scales(blk);
+      const scale_pairs16 scales(iq4_xs_scales(blk));
       __m256i first[K], second[K];  // the int32 lanes of elements 0-15 / 16-31, two sub-blocks per vector
       for (int k = 0; k < K; ++k) first[k] = second[k] = _mm256_setzero_si256();
       for (int p = 0; p < 4; ++p) {
-        // Scale of sub-block 2p in the low half, 2p + 1 in the high half.
-        const __m256i pick = _mm256_setr_epi8(4 * p, 4 * p + 1, 4 * p, 4 * p + 1, 4 * p, 4 * p + 1, 4 * p, 4 * p + 1, 4 * p,
-                                              4 * p + 1, 4 * p, 4 * p + 1, 4 * p, 4 * p + 1, 4 * p, 4 * p + 1, 4 * p + 2,
-                                              4 * p + 3, 4 * p + 2, 4 * p + 3, 4 * p + 2, 4 * p + 3, 4 * p + 2, 4 * p + 3,
-                                              4 * p + 2, 4 * p + 3, 4 * p + 2, 4 * p + 3, 4 * p + 2, 4 * p + 3, 4 * p + 2,
-                                              4 * p + 3);
-        const __m256i scale = _mm256_shuffle_epi8(scales, pick);
+        const __m256i scale = scales.of(2 * p, 2 * p + 1);  // sub-block 2p's in the low half
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * p));
         const __m256i qa = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
         const __m256i qb = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
