@@ -194,6 +194,15 @@ struct next_group_prefetch {
     const std::size_t begin = static_cast<std::size_t>(b) * per_block;
     for (std::size_t off = begin; off < begin + per_block; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
   }
+  // Part `part` of `parts` of block b's share. A block's whole share issued at once (18 lines
+  // for a packed Q4_K group) fills the core's miss buffers and stalls it on the prefetches;
+  // spread over the block's work, the fetches overlap the multiplications.
+  SPITE_AVX2 void step(std::int64_t b, int part, int parts) const {
+    const std::size_t base = static_cast<std::size_t>(b) * per_block;
+    const std::size_t begin = base + per_block * static_cast<std::size_t>(part) / static_cast<std::size_t>(parts);
+    const std::size_t end = base + per_block * static_cast<std::size_t>(part + 1) / static_cast<std::size_t>(parts);
+    for (std::size_t off = begin & ~std::size_t{63}; off < end; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+  }
 };
 
 // Activation block scales as floats and the Q4_0 offset sums, once per batch.

@@ -196,7 +196,6 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
   const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * q4_K_packed_block,
                                   static_cast<std::size_t>(nb) * q4_K_packed_block, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (t0 == 0) ahead.step(b);
     const std::byte* blk = group + static_cast<std::size_t>(b) * q4_K_packed_block;
     const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + 32);
     const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + 96);
@@ -205,6 +204,7 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
     q4_K_x_terms terms[K];
     for (int k = 0; k < K; ++k) q4_K_terms(xq[(t0 + k) * nb + b], dw, dmw, terms[k]);
     for (int j = 0; j < 4; ++j) {
+      if (t0 == 0) ahead.step(b, j, 4);
       // Each 32-byte chunk unpacked once for the K activation rows; the K pairs of int16 sums
       // (at most 8 * 2 * 15 * 128 each per sub-block: no overflow) stay in registers, which
       // 8 unpacked chunks per activation row would not.
