@@ -2,7 +2,7 @@
 """Regenerates the tables of docs/performance.md: for each weight type and thread count, a
 random-weight model of one shape is written with `spitectl mkmodel` and measured with
 `spitectl bench --json` (prefill, decode, and the fractions of the machine's measured memory
-bandwidth and peak FLOP/s, probed in the same run).
+bandwidth, peak FLOP/s and compute roofline, probed in the same run).
 
 usage: tools/perf_table.py [--shape tinyllama-1.1b] [--types Q4_0,Q8_0,Q4_K_M,F16] [--threads 1,2]
                            [--vocab VOCAB.gguf] [--spitectl build/bin/spitectl] [-p 128] [-n 32] [-r 3]
@@ -11,7 +11,8 @@ Prints the Markdown table; --write docs/performance.md replaces the table betwee
 --kernels measures one matmul kernel per weight type instead (`spitectl bench --matmul`):
 decode as one activation row against a matrix larger than the caches (the fraction of the
 measured bandwidth it streams), prefill as 128 rows against a 2048 x 2048 matrix (GFLOP/s and
-the fraction of the measured f32 FMA peak); it has its own markers.
+the fractions of the measured f32 FMA peak and, for quantized types, of the 8-bit multiply
+peak); it has its own markers.
 """
 import argparse
 import json
@@ -38,18 +39,24 @@ def bench_matmul(spitectl, spec, tokens, threads, reps):
     return json.loads(out)
 
 
+def percent(fraction):
+    """A fraction as a whole percentage; a dash where there is none (float types have no 8-bit peak)."""
+    return f"{100 * fraction:.0f}%" if fraction > 0 else "-"
+
+
 def kernel_table(a):
     lines = ["`spitectl bench --matmul TYPE:4096:32768 -t T` (decode: one activation row, weights streamed from "
              "memory) and `spitectl bench --matmul TYPE:2048:2048 --tokens 128 -t T` (prefill).",
              "",
-             "| type | threads | decode ms | weights GB/s | of bandwidth | prefill GFLOP/s | of peak FLOP/s |",
-             "|---|---|---|---|---|---|---|"]
+             "| type | threads | decode ms | weights GB/s | of bandwidth | prefill GFLOP/s | of peak FLOP/s | of 8-bit peak |",
+             "|---|---|---|---|---|---|---|---|"]
     for t in a.kernel_types.split(","):
         for th in a.threads.split(","):
             d = bench_matmul(a.spitectl, f"{t}:4096:32768", 1, th, a.r)
             p = bench_matmul(a.spitectl, f"{t}:2048:2048", 128, th, a.r)
             lines.append(f"| {t} | {th} | {d['ms']['median']:.2f} | {d['weight_gb_per_s']:.1f} | "
-                         f"{100 * d['bandwidth_fraction']:.0f}% | {p['gflop_per_s']:.1f} | {100 * p['peak_fraction']:.0f}% |")
+                         f"{100 * d['bandwidth_fraction']:.0f}% | {p['gflop_per_s']:.1f} | {100 * p['peak_fraction']:.0f}% | "
+                         f"{percent(p.get('int8_peak_fraction', 0))} |")
     return "\n".join(lines)
 
 
@@ -91,13 +98,15 @@ def main():
 
     lines = [f"Shape `{a.shape}`, random weights from `spitectl mkmodel`; `spitectl bench -p {a.p} -n {a.n} -r {a.r}`.",
              "",
-             "| type | threads | size | pp t/s | of peak FLOP/s | tg t/s | of bandwidth roofline | bandwidth GB/s | peak GFLOP/s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| type | threads | size | pp t/s | of peak FLOP/s | of compute roofline | tg t/s | of bandwidth roofline | "
+             "bandwidth GB/s | peak GFLOP/s | 8-bit peak Gop/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for t, th, r in rows:
         lines.append(
             f"| {t} | {th} | {r['weight_bytes'] / 2**20:.0f} MiB | {r['pp_tokens_per_s']['median']:.1f} | "
-            f"{100 * r['prefill_peak_fraction']:.1f}% | {r['tg_tokens_per_s']['median']:.2f} | "
-            f"{100 * r['decode_roofline_fraction']:.1f}% | {r['bandwidth_gb_per_s']:.1f} | {r['peak_gflop_per_s']:.0f} |")
+            f"{100 * r['prefill_peak_fraction']:.1f}% | {100 * r.get('prefill_roofline_fraction', 0):.1f}% | "
+            f"{r['tg_tokens_per_s']['median']:.2f} | {100 * r['decode_roofline_fraction']:.1f}% | "
+            f"{r['bandwidth_gb_per_s']:.1f} | {r['peak_gflop_per_s']:.0f} | {r.get('peak_int8_gop_per_s', 0):.0f} |")
     table = "\n".join(lines)
     if a.write:
         write_between(a.write, BEGIN, END, table)

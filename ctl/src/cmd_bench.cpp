@@ -41,6 +41,14 @@ int parse_int(const args& a, const char* name, int fallback, int lo, int hi, boo
   return fallback;
 }
 
+// The probes of the run: memory bandwidth, f32 FMA peak, and the 8-bit multiply peak where measured.
+void print_machine(const json& r) {
+  std::printf("machine    : %.1f GB/s memory bandwidth, %.1f GFLOP/s f32 FMA peak", r.value("bandwidth_gb_per_s", 0.0),
+              r.value("peak_gflop_per_s", 0.0));
+  if (r.value("peak_int8_gop_per_s", 0.0) > 0) std::printf(", %.1f G 8-bit ops/s", r.value("peak_int8_gop_per_s", 0.0));
+  std::printf(" (measured now)\n");
+}
+
 void print_report(const json& r) {
   const auto tps = [](const json& s) {
     char buf[64];
@@ -51,12 +59,12 @@ void print_report(const json& r) {
               r.value("weight_type", "").c_str(), human_bytes(r.value("weight_bytes", 0ULL)).c_str());
   std::printf("threads    : %d, repetitions %d, load %.3f s, rss %s\n", r.value("threads", 0), r.value("reps", 0),
               r.value("load_s", 0.0), human_bytes(r.value("rss_bytes", 0ULL)).c_str());
-  std::printf("machine    : %.1f GB/s memory bandwidth, %.1f GFLOP/s f32 FMA peak (measured now)\n",
-              r.value("bandwidth_gb_per_s", 0.0), r.value("peak_gflop_per_s", 0.0));
+  print_machine(r);
   std::printf("%-12s %18s   %s\n", "test", "tokens/s", "of the machine");
   if (r.value("n_prompt", 0) > 0) {
-    std::printf("%-12s %18s   %.1f%% of peak FLOP/s\n", ("pp" + std::to_string(r.value("n_prompt", 0))).c_str(),
-                tps(r["pp_tokens_per_s"]).c_str(), 100.0 * r.value("prefill_peak_fraction", 0.0));
+    std::printf("%-12s %18s   %.1f%% of peak FLOP/s, %.1f%% of the compute roofline\n",
+                ("pp" + std::to_string(r.value("n_prompt", 0))).c_str(), tps(r["pp_tokens_per_s"]).c_str(),
+                100.0 * r.value("prefill_peak_fraction", 0.0), 100.0 * r.value("prefill_roofline_fraction", 0.0));
   }
   if (r.value("n_gen", 0) > 0) {
     std::string name = "tg" + std::to_string(r.value("n_gen", 0));
@@ -74,13 +82,12 @@ void print_matmul_report(const json& r) {
               human_bytes(r.value("weight_bytes", 0ULL)).c_str(), r.value("packed_bytes", 0ULL) > 0 ? ", repacked" : "",
               static_cast<long long>(r.value("tokens", 0LL)), r.value("tokens", 0LL) == 1 ? "" : "s");
   std::printf("threads    : %d, repetitions %d\n", r.value("threads", 0), r.value("reps", 0));
-  if (r.value("bandwidth_gb_per_s", 0.0) > 0) {
-    std::printf("machine    : %.1f GB/s memory bandwidth, %.1f GFLOP/s f32 FMA peak (measured now)\n",
-                r.value("bandwidth_gb_per_s", 0.0), r.value("peak_gflop_per_s", 0.0));
-  }
+  if (r.value("bandwidth_gb_per_s", 0.0) > 0) print_machine(r);
   std::printf("time       : %.3f ms median (min %.3f, max %.3f)\n", ms.value("median", 0.0), ms.value("min", 0.0),
               ms.value("max", 0.0));
-  std::printf("compute    : %.1f GFLOP/s, %.1f%% of peak FLOP/s\n", r.value("gflop_per_s", 0.0), 100.0 * r.value("peak_fraction", 0.0));
+  std::printf("compute    : %.1f GFLOP/s, %.1f%% of peak FLOP/s", r.value("gflop_per_s", 0.0), 100.0 * r.value("peak_fraction", 0.0));
+  if (r.value("peak_int8_gop_per_s", 0.0) > 0) std::printf(", %.1f%% of the 8-bit peak", 100.0 * r.value("int8_peak_fraction", 0.0));
+  std::printf("\n");
   std::printf("weights    : %.2f GB/s, %.1f%% of the bandwidth\n", r.value("weight_gb_per_s", 0.0),
               100.0 * r.value("bandwidth_fraction", 0.0));
 }
@@ -160,7 +167,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .flag("--no-repack", "with --matmul: the file's layout, not the load-time packed one")
       .option("--kernels", "DIRS", "kernel plug-in directories (in this process)")
       .flag("--reference-kernels", "use only the built-in kernels (in this process)")
-      .flag("--no-probes", "skip the bandwidth and peak FLOP/s probes")
+      .flag("--no-probes", "skip the bandwidth, peak FLOP/s and 8-bit peak probes")
       .flag("--no-flash-attn", "attention without the flash-attention kernel (default: with it here, spited's setting there)")
       .flag("--pin", "pin each compute thread to a CPU of its own (in this process)")
       .flag("--json", "machine-readable output")

@@ -51,6 +51,14 @@ TEST_CASE("bench --matmul times one kernel of any type and reports its GFLOP/s a
   CHECK(j.at("peak_fraction").get<double>() == Approx(j.at("gflop_per_s").get<double>() / j.at("peak_gflop_per_s").get<double>()));
   CHECK(j.at("bandwidth_fraction").get<double>() ==
         Approx(j.at("weight_gb_per_s").get<double>() / j.at("bandwidth_gb_per_s").get<double>()));
+  // A quantized type multiplies 8-bit activations: also reported against the 8-bit peak, which
+  // is above the f32 FMA peak on every SIMD CPU (twice as many products per instruction).
+  CHECK(j.at("peak_int8_gop_per_s").get<double>() > j.at("peak_gflop_per_s").get<double>());
+  CHECK(j.at("int8_peak_fraction").get<double>() ==
+        Approx(j.at("gflop_per_s").get<double>() / j.at("peak_int8_gop_per_s").get<double>()));
+  const auto f16 = run_process({SPITECTL_PATH, "bench", "--matmul", "F16:256:64", "-t", "1", "-r", "1", "--json"});
+  REQUIRE(f16.exit_code == 0);
+  CHECK(json::parse(f16.out).at("int8_peak_fraction").get<double>() == 0);  // float products: f32 peak only
   const auto text = run_process({SPITECTL_PATH, "bench", "--matmul", "Q4_0:64x32", "-r", "1", "--no-probes"});
   CHECK(text.exit_code == 0);
   CHECK(text.out.find("Q4_0, 32 x 64") != std::string::npos);

@@ -291,6 +291,21 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   CHECK(l.value("decode_roofline_fraction", 0.0) > 0);
   CHECK(l.value("prefill_peak_fraction", 0.0) > 0);
   CHECK(l.value("bytes_per_token", 0ULL) > 0);
+  // An F32 model's products are all float: its compute roofline is the f32 FMA peak alone.
+  CHECK(l.value("flops_8bit_per_token", -1.0) == 0);
+  CHECK(l.value("prefill_roofline_fraction", 0.0) == Approx(l.value("prefill_peak_fraction", 0.0)));
+  // A Q8_0 model's are all 8-bit (every 2-D weight is Q8_0): its roofline is the 8-bit peak.
+  const auto q8 = run_process({SPITECTL_PATH, "bench", "--model",
+                               shared_path("models/derived/quants/stories260K-pad256-pure-Q8_0.gguf").string(), "-p", "32",
+                               "-n", "4", "-r", "1", "-t", "1", "--json"});
+  INFO(q8.err);
+  REQUIRE(q8.exit_code == 0);
+  const json q = json::parse(q8.out);
+  CHECK(q.value("flops_8bit_per_token", 0.0) == q.value("flops_per_token", -1.0));
+  CHECK(q.value("peak_int8_gop_per_s", 0.0) > 0);
+  CHECK(q.value("prefill_roofline_fraction", 0.0) ==
+        Approx(q["pp_tokens_per_s"].value("median", 0.0) * q.value("flops_per_token", 0.0) /
+               (q.value("peak_int8_gop_per_s", 0.0) * 1e9)));
 
   daemon_under_test t([](const fs::path& d) { return config_text(d); });
   const fs::path& socket = t.socket;

@@ -1,6 +1,6 @@
-// Machine probes: how fast memory streams and how many f32 FMAs the cores retire. They run in
-// the same command as the model benchmark because on a shared host both change from minute to
-// minute, and only a fraction measured together means anything.
+// Machine probes: how fast memory streams and how many f32 FMAs and 8-bit products the cores
+// retire. They run in the same command as the model benchmark because on a shared host all three
+// change from minute to minute, and only a fraction measured together means anything.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -100,6 +100,67 @@ __attribute__((target("avx2,fma"))) double fma_avx2(std::int64_t iters) {
   return static_cast<double>(lanes[0]) * 0 + 12.0 * 8 * 2 * static_cast<double>(iters);
 }
 
+// The 8-bit multiply the quantized kernels are built on, u8 x s8 products summed into wider
+// lanes, in 12 independent chains (each product counted as 2 ops, as a FLOP of an FMA). VNNI's
+// VPDPBUSD does 64 products into int32 per instruction; AVX2's VPMADDUBSW 32 into int16 pairs
+// (its output fed back as the next unsigned operand: a chain the compiler cannot fold).
+__attribute__((target("avx512f,avx512vnni"))) double dot8_avx512_vnni(std::int64_t iters) {
+  __m512i acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_epi32(k);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-5);
+  for (std::int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b);
+  }
+  __m512i s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm512_add_epi32(s, acc[k]);
+  alignas(64) std::int32_t lanes[16];
+  _mm512_store_si512(lanes, s);
+  volatile std::int32_t sink = lanes[0];
+  (void)sink;
+  return 12.0 * 64 * 2 * static_cast<double>(iters);
+}
+
+__attribute__((target("avx2"))) double dot8_avx2(std::int64_t iters) {
+  __m256i acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_epi8(static_cast<char>(k));
+  const __m256i b = _mm256_set1_epi8(-5);
+  for (std::int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < 12; ++k) acc[k] = _mm256_maddubs_epi16(acc[k], b);
+  }
+  __m256i s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm256_add_epi16(s, acc[k]);
+  volatile int sink = _mm256_extract_epi32(s, 0);
+  (void)sink;
+  return 12.0 * 32 * 2 * static_cast<double>(iters);
+}
+
+double dot8_generic(std::int64_t iters) {
+  std::uint32_t acc[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (std::int64_t i = 0; i < iters; ++i) {
+    for (std::uint32_t& x : acc) x = x * 3u + (x & 0xFFu);
+  }
+  volatile std::uint32_t sink = acc[0];
+  (void)sink;
+  return 8.0 * 2 * static_cast<double>(iters);
+}
+
+// Runs kernel(iters) on every thread at once, three times: the best total rate, in G per s.
+template <class Kernel>
+double best_rate(int threads, Kernel kernel) {
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    std::atomic<double> ops{0};
+    const double s = run_together(threads, [&](int) {
+      const double f = kernel();
+      double cur = ops.load();
+      while (!ops.compare_exchange_weak(cur, cur + f)) {
+      }
+    });
+    best = std::max(best, ops.load() / s / 1e9);
+  }
+  return best;
+}
+
 double fma_generic(std::int64_t iters) {
   float acc[8] = {0, 1e-3f, 2e-3f, 3e-3f, 4e-3f, 5e-3f, 6e-3f, 7e-3f};
   for (std::int64_t i = 0; i < iters; ++i) {
@@ -142,18 +203,15 @@ double measure_peak_gflops(int threads) {
   const bool avx512 = __builtin_cpu_supports("avx512f");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const std::int64_t iters = 4'000'000;
-  double best = 0;
-  for (int pass = 0; pass < 3; ++pass) {
-    std::atomic<double> flops{0};
-    const double s = run_together(threads, [&](int) {
-      const double f = avx512 ? fma_avx512(iters) : avx2 ? fma_avx2(iters) : fma_generic(iters / 8);
-      double cur = flops.load();
-      while (!flops.compare_exchange_weak(cur, cur + f)) {
-      }
-    });
-    best = std::max(best, flops.load() / s / 1e9);
-  }
-  return best;
+  return best_rate(threads, [&] { return avx512 ? fma_avx512(iters) : avx2 ? fma_avx2(iters) : fma_generic(iters / 8); });
+}
+
+double measure_peak_int8_gops(int threads) {
+  threads = resolve_threads(threads);
+  const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  const std::int64_t iters = 4'000'000;
+  return best_rate(threads, [&] { return vnni ? dot8_avx512_vnni(iters) : avx2 ? dot8_avx2(iters) : dot8_generic(iters / 8); });
 }
 
 }  // namespace spite::bench

@@ -107,6 +107,10 @@ result<matmul_report> run_matmul_bench(const matmul_options& o) {
     r.peak_gflops = measure_peak_gflops(r.threads);
     if (r.bandwidth_gbs > 0) r.bandwidth_fraction = r.weight_gbs / r.bandwidth_gbs;
     if (r.peak_gflops > 0) r.peak_fraction = r.gflops / r.peak_gflops;
+    if (tr.quantized) {
+      r.peak_int8_gops = measure_peak_int8_gops(r.threads);
+      if (r.peak_int8_gops > 0) r.int8_peak_fraction = r.gflops / r.peak_int8_gops;
+    }
   }
   return r;
 }
@@ -126,6 +130,8 @@ nlohmann::json matmul_report::to_json() const {
           {"bandwidth_gb_per_s", bandwidth_gbs},
           {"peak_gflop_per_s", peak_gflops},
           {"peak_fraction", peak_fraction},
+          {"peak_int8_gop_per_s", peak_int8_gops},
+          {"int8_peak_fraction", int8_peak_fraction},
           {"bandwidth_fraction", bandwidth_fraction}};
 }
 

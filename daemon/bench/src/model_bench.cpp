@@ -21,22 +21,28 @@ double seconds_since(clock_type::time_point t0) {
 
 bool is_expert_tensor(std::string_view name) { return name.find("_exps") != std::string_view::npos; }
 
-// What one token costs: the weights a decode step streams, and the matmul FLOPs of one token.
-// The token embedding is read one row at a time, unless the output projection is tied to it;
-// of the experts, only the used ones are read.
-void token_costs(const gguf::file& file, const models::hparams& hp, std::uint64_t& bytes, double& flops) {
+// What one token costs: the weights a decode step streams, and the matmul FLOPs of one token
+// (and how many of them multiply quantized weights by 8-bit activations). The token embedding
+// is read one row at a time, unless the output projection is tied to it; of the experts, only
+// the used ones are read.
+void token_costs(const gguf::file& file, const models::hparams& hp, std::uint64_t& bytes, double& flops,
+                 double& flops_8bit) {
   const bool tied = file.find_tensor("output.weight") == nullptr;
   const double expert_share =
       hp.n_expert > 0 ? static_cast<double>(hp.n_expert_used) / static_cast<double>(hp.n_expert) : 1.0;
-  double b = 0, f = 0;
+  double b = 0, f = 0, f8 = 0;
   for (const auto& t : file.tensors()) {
     if (t.name == "token_embd.weight" && !tied) continue;
     const double share = is_expert_tensor(t.name) ? expert_share : 1.0;
     b += static_cast<double>(t.size) * share;
-    if (t.n_dims >= 2) f += 2.0 * static_cast<double>(t.n_elements()) * share;
+    if (t.n_dims < 2) continue;
+    const double tf = 2.0 * static_cast<double>(t.n_elements()) * share;
+    f += tf;
+    if (gguf::traits(t.type).quantized) f8 += tf;
   }
   bytes = static_cast<std::uint64_t>(b);
   flops = f;
+  flops_8bit = f8;
 }
 
 std::string dominant_type(const gguf::file& file) {
@@ -96,7 +102,7 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   r.arch = hp.arch;
   r.weight_type = dominant_type(file);
   for (const auto& t : file.tensors()) r.weight_bytes += t.size;
-  token_costs(file, hp, r.bytes_per_token, r.flops_per_token);
+  token_costs(file, hp, r.bytes_per_token, r.flops_per_token, r.flops_8bit_per_token);
   r.n_prompt = o.n_prompt;
   r.n_gen = o.n_gen;
   r.depth = o.depth;
@@ -166,7 +172,15 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
     if (r.bandwidth_gbs > 0) {
       r.decode_roofline = r.tg_tps.median / o.parallel * static_cast<double>(r.bytes_per_token) / (r.bandwidth_gbs * 1e9);
     }
+    r.peak_int8_gops = measure_peak_int8_gops(r.threads);
     if (r.peak_gflops > 0) r.prefill_of_peak = r.pp_tps.median * r.flops_per_token / (r.peak_gflops * 1e9);
+    // The compute roofline: a token's float products at the f32 FMA peak plus its 8-bit ones at
+    // the 8-bit peak; the fraction is that time over the measured one.
+    if (r.peak_gflops > 0 && r.peak_int8_gops > 0) {
+      const double ideal_s = (r.flops_per_token - r.flops_8bit_per_token) / (r.peak_gflops * 1e9) +
+                             r.flops_8bit_per_token / (r.peak_int8_gops * 1e9);
+      r.prefill_of_roofline = r.pp_tps.median * ideal_s;
+    }
   }
   return r;
 }
@@ -182,6 +196,7 @@ nlohmann::json bench_report::to_json() const {
           {"weight_bytes", weight_bytes},
           {"bytes_per_token", bytes_per_token},
           {"flops_per_token", flops_per_token},
+          {"flops_8bit_per_token", flops_8bit_per_token},
           {"threads", threads},
           {"parallel", parallel},
           {"flash_attn", flash_attn},
@@ -196,7 +211,9 @@ nlohmann::json bench_report::to_json() const {
           {"bandwidth_gb_per_s", bandwidth_gbs},
           {"peak_gflop_per_s", peak_gflops},
           {"decode_roofline_fraction", decode_roofline},
-          {"prefill_peak_fraction", prefill_of_peak}};
+          {"peak_int8_gop_per_s", peak_int8_gops},
+          {"prefill_peak_fraction", prefill_of_peak},
+          {"prefill_roofline_fraction", prefill_of_roofline}};
 }
 
 }  // namespace spite::bench

@@ -26,6 +26,10 @@ struct spread {
 double measure_bandwidth(int threads, std::size_t bytes = std::size_t{256} << 20);
 // Independent f32 FMA chains on every thread with the widest vectors the CPU has: GFLOP/s.
 double measure_peak_gflops(int threads);
+// Independent chains of the CPU's widest u8 x s8 multiply-add (VPDPBUSD with AVX-512 VNNI,
+// VPMADDUBSW with AVX2) on every thread: G ops/s, 2 per product. The ceiling of the quantized
+// matmuls, whose activations are 8-bit: they can pass the f32 FMA peak but not this one.
+double measure_peak_int8_gops(int threads);
 
 struct bench_options {
   std::int32_t n_prompt = 512;  // prefill tokens; 0 skips prefill
@@ -34,7 +38,7 @@ struct bench_options {
   int threads = 0;              // 0: every hardware thread
   int reps = 3;
   int parallel = 1;             // sequences decoding together
-  bool probes = true;           // measure bandwidth and peak FLOP/s too
+  bool probes = true;           // measure bandwidth and peak FLOP/s and 8-bit ops/s too
   bool flash_attn = true;       // attention through the online-softmax kernel
   std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in kernels
   std::function<bool()> cancelled;                // polled between steps
@@ -45,14 +49,16 @@ struct bench_report {
   std::uint64_t weight_bytes = 0;        // all tensor data
   std::uint64_t bytes_per_token = 0;     // weights one decode step reads
   double flops_per_token = 0;            // matmul FLOPs of one prefill token
+  double flops_8bit_per_token = 0;       // of those, quantized weights x 8-bit activations
   int threads = 0, parallel = 1, reps = 0;
   bool flash_attn = false;
   std::int32_t n_prompt = 0, n_gen = 0, depth = 0;
   double load_s = 0;                     // filled by the caller that loaded the model
   std::uint64_t rss_bytes = 0;
   spread pp_tps, tg_tps;                 // tokens/s per repetition
-  double bandwidth_gbs = 0, peak_gflops = 0;
+  double bandwidth_gbs = 0, peak_gflops = 0, peak_int8_gops = 0;
   double decode_roofline = 0, prefill_of_peak = 0;  // fractions, from the medians
+  double prefill_of_roofline = 0;  // against f32 peak for float products, 8-bit peak for the others
   nlohmann::json to_json() const;
 };
 
@@ -82,8 +88,9 @@ struct matmul_report {
   std::uint64_t weight_bytes = 0, packed_bytes = 0;
   spread ms;                                // per product
   double gflops = 0, weight_gbs = 0;        // from the median: 2 in out tokens / s, weight bytes / s
-  double bandwidth_gbs = 0, peak_gflops = 0;
+  double bandwidth_gbs = 0, peak_gflops = 0, peak_int8_gops = 0;
   double peak_fraction = 0, bandwidth_fraction = 0;
+  double int8_peak_fraction = 0;  // quantized types (8-bit activations) only
   nlohmann::json to_json() const;
 };
 
