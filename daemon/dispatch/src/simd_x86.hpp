@@ -94,21 +94,29 @@ SPITE_AVX2 inline __m256i quants5(const Block& b) {
   return _mm256_or_si256(nibbles32(b.qs), _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10)));
 }
 
+// Signed quants q times the activations as int16 pair sums, through |q| and x with q's signs
+// (maddubs takes one unsigned operand). Exact as long as the activation quants lie in
+// [-127, 127] (quantize_act_q8_K's rule): -128 would not survive the sign flip.
+SPITE_AVX2 inline __m256i signed_pairs(__m256i q, __m256i abs_q, __m256i x) {
+  return _mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(x, q));
+}
+
 // The 8 int32 lanes of one super-block of an unpacked K-quant row for K activation rows:
-// unsigned quants q (256) times the activations, int16 pair sums times the group's scales
-// (16 int16 per 32-element group), lane L collecting elements 4L..4L+3 of every group. With
-// Offset4 the quants are q + 4 and 4 x comes off each pair sum (Q3_K's signed quants).
-template <int K, bool Offset4 = false>
+// quants q (256) times the activations, int16 pair sums times the group's scales (16 int16 per
+// 32-element group), lane L collecting elements 4L..4L+3 of every group. The quants are unsigned,
+// or with Signed (Q3_K's -4..3) signed, multiplied through their magnitudes (signed_pairs): one
+// multiply per pair sum instead of (q + 4) x and 4 x.
+template <int K, bool Signed = false>
 SPITE_AVX2 inline void super_block_lanes(const std::uint8_t* q, const std::int16_t* scales, const gguf::block_q8_K* const* x,
                                          __m256i* lanes) {
   for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
   for (int g = 0; g < 8; ++g) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
     const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * g));
+    const __m256i abs_v = Signed ? _mm256_abs_epi8(v) : v;
     for (int k = 0; k < K; ++k) {
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->qs + 32 * g));
-      __m256i pairs = _mm256_maddubs_epi16(v, xv);
-      if constexpr (Offset4) pairs = _mm256_sub_epi16(pairs, _mm256_maddubs_epi16(_mm256_set1_epi8(4), xv));
+      const __m256i pairs = Signed ? signed_pairs(v, abs_v, xv) : _mm256_maddubs_epi16(v, xv);
       lanes[k] = _mm256_add_epi32(lanes[k], _mm256_madd_epi16(pairs, s));
     }
   }
