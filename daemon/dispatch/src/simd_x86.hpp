@@ -183,7 +183,9 @@ SPITE_AVX2 inline __m128i insert_half(__m128i h, gguf::half_bits v, int r) {
 
 
 // reduce8's order in registers: taking the lanes' address would keep a tile's accumulators in
-// memory, and GCC then stores every one of them on each pass of the tile's loop.
+// memory, and GCC then stores every one of them on each pass of the tile's loop. For the same
+// reason tiles reduce their accumulator arrays in fully unrolled loops (#pragma GCC unroll): an
+// array indexed in a rolled loop after the tile's loop lives in memory during it, too.
 SPITE_AVX2 inline float reduce8_vec(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // a_i + a_i+4
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));  // (a0 + a4) + (a2 + a6), (a1 + a5) + (a3 + a7)

@@ -166,6 +166,7 @@ SPITE_AVX2 void row_dot(const k_row& r, const gguf::block_q8_K* xq, std::int64_t
       }
     }
   }
+#pragma GCC unroll 8
   for (int k = 0; k < K; ++k) {
     y[(t0 + k) * out + o] = IsQ3 ? reduce8_vec(acc[k]) : reduce8_vec(acc[k]) + summs[k];
   }
@@ -239,6 +240,7 @@ SPITE_AVX2 void fused_rows(const weight& w, std::int64_t o, const gguf::block_q8
       }
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) y[o + r] = is_q3 ? reduce8_vec(acc[r]) : reduce8_vec(acc[r]) + summs[r];
 }
 

@@ -342,6 +342,7 @@ SPITE_AVX2 void q6_K_dot(const q6_K_row& r, const gguf::block_q8_K* xq, std::int
       acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * r.d[static_cast<std::size_t>(b)]), _mm256_cvtepi32_ps(l), acc[k]);
     }
   }
+#pragma GCC unroll 8
   for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = reduce8_vec(acc[k]);
 }
 
@@ -398,7 +399,9 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
       }
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
     for (int k = 0; k < K; ++k) y[(t0 + k) * out + o + r] = reduce8_vec(acc[r][k]);
   }
 }

@@ -22,16 +22,19 @@ SPITE_AVX2 inline __m256i unsigned_quants(const gguf::block_q5_1& b) { return qu
 // ---- Q4_1 / Q5_1
 
 // Q8_1 activation blocks with their quants in cache-aligned storage, 32 bytes apart (as
-// q8_0_batch), and the scales and sums as floats.
+// q8_0_batch), and the scales and sums as floats; the sums also block-major (s_by_block[b *
+// n_tokens + t]), so a tile's activation rows' sums of one block are one load.
 struct q8_1_batch {
   aligned_vector<std::int8_t> quants;
-  std::vector<float> d, s;
-  q8_1_batch(const float* x, std::int64_t in, std::int64_t n_tokens) {
+  std::vector<float> d, s, s_by_block;
+  std::int64_t n_tokens;
+  q8_1_batch(const float* x, std::int64_t in, std::int64_t tokens) : n_tokens(tokens) {
     const std::int64_t nb = in / qk0;
     const auto n = static_cast<std::size_t>(nb * n_tokens);
     quants.resize(n * qk0);
     d.resize(n);
     s.resize(n);
+    s_by_block.resize(n);
     std::vector<gguf::block_q8_1> row(static_cast<std::size_t>(nb));
     for (std::int64_t t = 0; t < n_tokens; ++t) {
       quantize_act_q8_1(x + t * in, row.data(), in);
@@ -40,10 +43,50 @@ struct q8_1_batch {
         std::memcpy(quants.data() + qk0 * i, row[static_cast<std::size_t>(b)].qs, qk0);
         d[i] = fp16_to_fp32(row[static_cast<std::size_t>(b)].d);
         s[i] = fp16_to_fp32(row[static_cast<std::size_t>(b)].s);
+        s_by_block[static_cast<std::size_t>(b * n_tokens + t)] = s[i];
       }
     }
   }
   const std::int8_t* qs(std::size_t i) const noexcept { return quants.data() + qk0 * i; }
+};
+
+// The tile's min terms m_w * s_x, each the reference's scalar chain of fmas. With 4 activation
+// rows, one lane per (weight row r, activation row k), lane 4 r + k, in one register: R x 4
+// scalars would share the register file with the lane accumulators and spill them. With one
+// (decode), scalars: assembling the lanes costs more than it saves there.
+template <int R, int K>
+struct mins_terms;
+
+template <int R>
+struct mins_terms<R, 4> {
+  static_assert(R <= 2);
+  __m256 sum;  // zeroed by clear() (an initializer would be compiled without AVX)
+  SPITE_AVX2 void clear() { sum = _mm256_setzero_ps(); }
+  template <class Block>
+  SPITE_AVX2 void add(const Block* const* rows, std::int64_t b, const float* s_of_tiles_rows) {
+    const __m128 m0 = _mm_set1_ps(_cvtsh_ss(rows[0][b].m));
+    const __m128 m1 = R > 1 ? _mm_set1_ps(_cvtsh_ss(rows[R - 1][b].m)) : _mm_setzero_ps();
+    const __m256 s = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(s_of_tiles_rows));
+    sum = _mm256_fmadd_ps(_mm256_set_m128(m1, m0), s, sum);
+  }
+  SPITE_AVX2 float of(int r, int k) const {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, sum);
+    return lanes[4 * r + k];
+  }
+};
+
+template <int R>
+struct mins_terms<R, 1> {
+  float sum[R];
+  SPITE_AVX2 void clear() {
+    for (float& v : sum) v = 0.0f;
+  }
+  template <class Block>
+  SPITE_AVX2 void add(const Block* const* rows, std::int64_t b, const float* s_of_tiles_rows) {
+    for (int r = 0; r < R; ++r) sum[r] = std::fma(_cvtsh_ss(rows[r][b].m), *s_of_tiles_rows, sum[r]);
+  }
+  SPITE_AVX2 float of(int r, int) const { return sum[r]; }
 };
 
 template <class Block, int R, int K>
@@ -51,30 +94,29 @@ SPITE_AVX2 void q_1_tile(const weight& w, std::int64_t o, const q8_1_batch& xb, 
   const Block* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w.row(o + r));
   __m256 acc[R][K];
-  float summs[R][K];
+  mins_terms<R, K> summs;
+  summs.clear();
   for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < K; ++k) {
-      acc[r][k] = _mm256_setzero_ps();
-      summs[r][k] = 0.0f;
-    }
+    for (int k = 0; k < K; ++k) acc[r][k] = _mm256_setzero_ps();
   }
   const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
+    summs.add(rows, b, xb.s_by_block.data() + b * xb.n_tokens + t0);
     for (int r = 0; r < R; ++r) {
       const __m256i q = unsigned_quants(rows[r][b]);
-      const float mw = _cvtsh_ss(rows[r][b].m);
       const __m256 dw = _mm256_set1_ps(_cvtsh_ss(rows[r][b].d));  // the scales' product as a vector multiply
       for (int k = 0; k < K; ++k) {
         const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-        summs[r][k] = std::fma(mw, xb.s[i], summs[r][k]);
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
         acc[r][k] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&xb.d[i])), _mm256_cvtepi32_ps(dot_lanes(q, xv)), acc[r][k]);
       }
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + o + r] = reduce8_vec(acc[r][k]) + summs[r][k];
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + o + r] = reduce8_vec(acc[r][k]) + summs.of(r, k);
   }
 }
 
