@@ -118,6 +118,8 @@ SPITE_AVX2 inline void super_block_lanes(const std::uint8_t* q, const std::int16
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->qs + 32 * g));
       const __m256i pairs = Signed ? signed_pairs(v, abs_v, xv) : _mm256_maddubs_epi16(v, xv);
       lanes[k] = _mm256_add_epi32(lanes[k], _mm256_madd_epi16(pairs, s));
+      // Keeps GCC from re-associating the 8 groups' sums into a tree whose products it spills.
+      if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));
     }
   }
 }

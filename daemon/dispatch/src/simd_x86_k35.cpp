@@ -140,32 +140,48 @@ SPITE_AVX2 inline std::int32_t mins_sum(__m256i mins, const gguf::block_q8_K& x)
   return _mm_cvtsi128_si32(v);
 }
 
+// The Q5_K mins terms of 4 activation rows, lane k for row k: each the reference's scalar chain
+// fma(-d_x * dmin_w, sum_j min_j * bsums_j, summs) (-d_x * dmin_w equals d_x * -dmin_w exactly).
+// One register instead of 4 scalars kept in memory next to the lane accumulators.
+SPITE_AVX2 inline __m128 mins_terms4(__m128 summs, __m256i mins, const gguf::block_q8_K* const* x, float dmin_w) {
+  __m256i p[4];
+  for (int k = 0; k < 4; ++k) p[k] = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->bsums)));
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));  // row k's in lane k
+  const __m128 dmin = _mm_mul_ps(_mm_setr_ps(x[0]->d, x[1]->d, x[2]->d, x[3]->d), _mm_set1_ps(-dmin_w));
+  return _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(sums), summs);
+}
+
 // K activation rows against one unpacked row; each keeps its own lanes, as the reference.
 template <bool IsQ3, int K>
 SPITE_AVX2 void row_dot(const k_row& r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
                         std::int64_t o, float* y) {
+  static_assert(K == 1 || K == 4);
   __m256 acc[K];
-  float summs[K];
-  for (int k = 0; k < K; ++k) {
-    acc[k] = _mm256_setzero_ps();
-    summs[k] = 0.0f;
-  }
+  float summs1 = 0.0f;
+  __m128 summs4 = _mm_setzero_ps();
+  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     __m256i lanes[K];
     const gguf::block_q8_K* xs[K];
     for (int k = 0; k < K; ++k) xs[k] = &xq[(t0 + k) * nb + b];
     super_block_lanes<K, IsQ3>(r.q.data() + b * qkk, r.scales.data() + 16 * 8 * b, xs, lanes);
     for (int k = 0; k < K; ++k) {
-      const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
-      const float d = x.d * r.d[static_cast<std::size_t>(b)];
+      const float d = xs[k]->d * r.d[static_cast<std::size_t>(b)];
       acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[k]), acc[k]);
-      if constexpr (!IsQ3) {
-        const float dmin = -x.d * r.dmin[static_cast<std::size_t>(b)];
-        const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.mins.data() + 16 * b));
-        summs[k] = std::fma(dmin, static_cast<float>(mins_sum(mins, x)), summs[k]);
+    }
+    if constexpr (!IsQ3) {
+      const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.mins.data() + 16 * b));
+      const float dmin_w = r.dmin[static_cast<std::size_t>(b)];
+      if constexpr (K == 4) {
+        summs4 = mins_terms4(summs4, mins, xs, dmin_w);
+      } else {
+        summs1 = std::fma(-xs[0]->d * dmin_w, static_cast<float>(mins_sum(mins, *xs[0])), summs1);
       }
     }
   }
+  alignas(16) float summs[4] = {summs1};
+  if constexpr (K == 4) _mm_store_ps(summs, summs4);
 #pragma GCC unroll 8
   for (int k = 0; k < K; ++k) {
     y[(t0 + k) * out + o] = IsQ3 ? reduce8_vec(acc[k]) : reduce8_vec(acc[k]) + summs[k];
