@@ -193,28 +193,30 @@ SPITE_AVX2 void q4_0_packed_tile(const std::byte* group, std::int64_t nb, const 
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
     const std::byte* blk = group + static_cast<std::size_t>(b) * q4_0_packed_block;
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-    __m256i lo[4], hi[4];
+    // Each 32-byte chunk unpacked once for the K activation rows, whose int16 pair sums (eight
+    // per block, at most 2 * 15 * 127 each: no overflow before the widening) stay in registers;
+    // all 4 chunks unpacked at once with 4 rows' accumulators would not fit AVX2's 16.
+    __m256i s16[K];
     for (int j = 0; j < 4; ++j) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * j));
-      lo[j] = _mm256_and_si256(v, m);
-      hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+      const __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+      for (int k = 0; k < K; ++k) {
+        const std::int8_t* xq = xb.qs(static_cast<std::size_t>((t0 + k) * nb + b));
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(load_u32(xq + 4 * j))),
+                                           _mm256_maddubs_epi16(hi, _mm256_set1_epi32(load_u32(xq + 16 + 4 * j))));
+        s16[k] = j == 0 ? p : _mm256_add_epi16(s16[k], p);
+        if constexpr (K > 1) __asm__("" : "+x"(s16[k]));  // no re-association into spilled trees
+      }
     }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     for (int k = 0; k < K; ++k) {
       const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-      const std::int8_t* xq = xb.qs(i);
-      // Eight int16 pair sums of at most 2 * 15 * 127 each: no overflow before the widening.
-      __m256i s16 = _mm256_maddubs_epi16(lo[0], _mm256_set1_epi32(load_u32(xq)));
-      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[0], _mm256_set1_epi32(load_u32(xq + 16))));
-      for (int j = 1; j < 4; ++j) {
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[j], _mm256_set1_epi32(load_u32(xq + 4 * j))));
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[j], _mm256_set1_epi32(load_u32(xq + 16 + 4 * j))));
-      }
       // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
-      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * xb.sum[i]));
+      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s16[k], _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * xb.sum[i]));
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d[i])), acc[k]);
     }
   }
+#pragma GCC unroll 8
   for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, acc[k]);
 }
 
