@@ -83,10 +83,12 @@ SPITE_AVX2 void iq4_xs_tile(const weight& w, std::int64_t o, const gguf::block_q
   const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const gguf::block_iq4_xs& blk = rows[r][b];
       const scale_pairs16 scales(iq4_xs_scales(blk));
       __m256i first[K], second[K];  // the int32 lanes of elements 0-15 / 16-31, two sub-blocks per vector
+      #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) first[k] = second[k] = _mm256_setzero_si256();
       for (int p = 0; p < 4; ++p) {
         const __m256i scale = scales.of(2 * p, 2 * p + 1);  // sub-block 2p's in the low half
@@ -94,6 +96,7 @@ SPITE_AVX2 void iq4_xs_tile(const weight& w, std::int64_t o, const gguf::block_q
         const __m256i qa = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
         const __m256i qb = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
         const __m256i qa_abs = _mm256_sign_epi8(qa, qa), qb_abs = _mm256_sign_epi8(qb, qb);
+        #pragma GCC unroll 8
         for (int k = 0; k < K; ++k) {
           const std::int8_t* xs = xq[(t0 + k) * nb + b].qs + 64 * p;
           const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs));
@@ -103,6 +106,7 @@ SPITE_AVX2 void iq4_xs_tile(const weight& w, std::int64_t o, const gguf::block_q
         }
       }
       const float dw = _cvtsh_ss(blk.d);
+      #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) {
         // Lanes 0-3: elements 0-15 of every sub-block; lanes 4-7: elements 16-31.
         const __m256i lanes = _mm256_add_epi32(_mm256_permute2x128_si256(first[k], second[k], 0x20),

@@ -164,8 +164,10 @@ SPITE_AVX2 void row_dot(const k_row& r, const gguf::block_q8_K* xq, std::int64_t
   for (std::int64_t b = 0; b < nb; ++b) {
     __m256i lanes[K];
     const gguf::block_q8_K* xs[K];
+    #pragma GCC unroll 8
     for (int k = 0; k < K; ++k) xs[k] = &xq[(t0 + k) * nb + b];
     super_block_lanes<K, IsQ3>(r.q.data() + b * qkk, r.scales.data() + 16 * 8 * b, xs, lanes);
+    #pragma GCC unroll 8
     for (int k = 0; k < K; ++k) {
       const float d = xs[k]->d * r.d[static_cast<std::size_t>(b)];
       acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[k]), acc[k]);
@@ -228,6 +230,7 @@ SPITE_AVX2 void fused_rows(const weight& w, std::int64_t o, const gguf::block_q8
   const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (first) ahead.step(b);
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const Block& blk = rows[r][b];
       __m128i sc;

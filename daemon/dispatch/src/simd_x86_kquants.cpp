@@ -332,8 +332,10 @@ SPITE_AVX2 void q6_K_dot(const q6_K_row& r, const gguf::block_q8_K* xq, std::int
   for (std::int64_t b = 0; b < nb; ++b) {
     __m256i lanes[K];
     const gguf::block_q8_K* xs[K];
+    #pragma GCC unroll 8
     for (int k = 0; k < K; ++k) xs[k] = &xq[(t0 + k) * nb + b];
     super_block_lanes<K>(r.q.data() + b * qkk, r.scales.data() + 16 * 8 * b, xs, lanes);
+    #pragma GCC unroll 8
     for (int k = 0; k < K; ++k) {
       const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
       // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
@@ -363,10 +365,12 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
   const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const gguf::block_q6_K& blk = rows[r][b];
       const std::int8_t* sc = blk.scales;
       __m256i lanes[K];
+      #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
       const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
       const scale_pairs16 scales16(sc8);
@@ -383,6 +387,7 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
           const __m256i q = _mm256_or_si256(nib, _mm256_and_si256(hbits, m2 /* 0x30 */));
           const int g = 4 * c + j;
           const __m256i scales = scales16.of(2 * g, 2 * g + 1);  // sc[2g] for the first 16 elements
+          #pragma GCC unroll 8
           for (int k = 0; k < K; ++k) {
             const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
             lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(q, xv, scales));
@@ -390,6 +395,7 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
         }
       }
       const float dw = _cvtsh_ss(blk.d);
+      #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) {
         const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
         // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
