@@ -283,9 +283,84 @@ SPITE_AVX2 float dot_ternary(const typename D::block* x, const gguf::block_q8_K*
   return reduce8_vec(acc);
 }
 
+// ---- batches: each row's sub-blocks decoded once (grid bytes, sign bytes and scales, 96 bytes
+// per 32 elements: a few KiB per row, in L1) and dotted with every activation row, 4 at a
+// time, with dot_grid's integers and fmas. Decoding per activation row (the grid lookups and
+// sign tables, scalar loads) cost more than the products themselves.
+
+struct decoded_grid_row {
+  aligned_vector<std::int8_t> sub;  // per 32 elements: grid, signs, scales (32 bytes each)
+  std::vector<float> d;             // per super-block: the weight scale
+  explicit decoded_grid_row(std::int64_t nb) : sub(static_cast<std::size_t>(nb * 8 * 96)), d(static_cast<std::size_t>(nb)) {}
+  const __m256i* at(std::int64_t i, int ib) const { return reinterpret_cast<const __m256i*>(sub.data() + (8 * i + ib) * 96); }
+  __m256i* at(std::int64_t i, int ib) { return reinterpret_cast<__m256i*>(sub.data() + (8 * i + ib) * 96); }
+};
+
+template <class D>
+SPITE_AVX2 void decode_grid_row(const typename D::block* x, std::int64_t nb, decoded_grid_row& r) {
+  for (std::int64_t i = 0; i < nb; ++i) {
+    r.d[static_cast<std::size_t>(i)] = _cvtsh_ss(x[i].d);
+    for (int ib = 0; ib < 8; ++ib) {
+      const sub_block sb = D::decode(x[i], ib);
+      __m256i* dst = r.at(i, ib);
+      _mm256_store_si256(dst, sb.grid);
+      _mm256_store_si256(dst + 1, sb.signs);
+      _mm256_store_si256(dst + 2, sb.scales);
+    }
+  }
+}
+
+template <class D, int K>
+SPITE_AVX2 void dot_decoded_grid(const decoded_grid_row& r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                                 std::int64_t out, std::int64_t o, float* y) {
+  __m256 acc[K];
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < nb; ++i) {
+    __m256i lanes[K];
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ++ib) {
+      const __m256i* sb = r.at(i, ib);
+      const __m256i grid = _mm256_load_si256(sb), signs = _mm256_load_si256(sb + 1), scales = _mm256_load_si256(sb + 2);
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * ib));
+        const __m256i pairs = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(xv, signs));
+        lanes[k] = _mm256_add_epi32(lanes[k], _mm256_madd_epi16(pairs, scales));
+        if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));  // the sums in order, not a spilled tree
+      }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      const float d = r.d[static_cast<std::size_t>(i)] * xq[(t0 + k) * nb + i].d;
+      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[k]), acc[k]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = D::post * reduce8_vec(acc[k]);
+}
+
+template <class D>
+void matmul_grid(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (n_tokens < 4) return iquant::matmul_q8_K<typename D::block, dot_grid<D>>(w, x, n_tokens, y, pool);
+  const std::int64_t nb = w.in / gguf::qk_k;
+  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
+    decoded_grid_row r(nb);
+    for (std::int64_t o = begin; o < end; ++o) {
+      decode_grid_row<D>(reinterpret_cast<const typename D::block*>(w.row(o)), nb, r);
+      by_token_tiles(
+          n_tokens, [&](std::int64_t t) { dot_decoded_grid<D, 4>(r, xq.data(), nb, t, w.out, o, y); },
+          [&](std::int64_t t) { dot_decoded_grid<D, 1>(r, xq.data(), nb, t, w.out, o, y); });
+    }
+  });
+}
+
 template <class D>
 constexpr exact_matmul grid_matmul(gguf::tensor_type type) {
-  return {type, iquant::matmul_q8_K<typename D::block, dot_grid<D>>};
+  return {type, matmul_grid<D>};
 }
 
 }  // namespace
