@@ -358,6 +358,201 @@ void matmul_grid(const weight& w, const float* x, std::int64_t n_tokens, float* 
   });
 }
 
+// The same for the types whose dots have more terms: R::decoded holds a super-block decoded
+// (vectors and its weight scale), R::dot<K> multiplies decoded rows by K activation rows with
+// the decode kernel's integers and fmas; K is 4 or 2 (IQ1_M's 4 accumulators per row).
+template <class R, float (*Dot)(const typename R::block*, const gguf::block_q8_K*, std::int64_t)>
+void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (n_tokens < 4) return iquant::matmul_q8_K<typename R::block, Dot>(w, x, n_tokens, y, pool);
+  const std::int64_t nb = w.in / gguf::qk_k;
+  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
+    aligned_vector<typename R::decoded> r(static_cast<std::size_t>(nb));
+    for (std::int64_t o = begin; o < end; ++o) {
+      const auto* row = reinterpret_cast<const typename R::block*>(w.row(o));
+      for (std::int64_t i = 0; i < nb; ++i) R::decode(row[i], r[static_cast<std::size_t>(i)]);
+      std::int64_t t = 0;
+      for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile>(r.data(), xq.data(), nb, t, w.out, o, y);
+      for (; t < n_tokens; ++t) R::template dot<1>(r.data(), xq.data(), nb, t, w.out, o, y);
+    }
+  });
+}
+
+// The horizontal sum of 8 int32 lanes (exact: any order).
+SPITE_AVX2 inline int hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+struct iq1_s_rows {
+  using block = gguf::block_iq1_s;
+  static constexpr int tile = 4;
+  struct decoded {
+    __m256i grid[8];  // -1, 0, 1 per element
+    __m256i delta;    // int16 pairs: the delta sign times the scale of sub-block j at 2j, 2j + 1
+    std::int16_t scale[8];
+    float d;
+  };
+  SPITE_AVX2 static void decode(const block& b, decoded& r) {
+    namespace iq = gguf::quants::iq;
+    alignas(32) std::int16_t delta[16];
+    for (int ib = 0; ib < 8; ++ib) {
+      std::uint16_t qh;
+      std::memcpy(&qh, &b.qh[ib], 2);
+      const std::uint8_t* q = b.qs + 4 * ib;
+      const int scale = 2 * ((qh >> 12) & 7) + 1;
+      r.grid[ib] = grid64(iq::iq1s_grid, q[0] | ((qh << 8) & 0x700), q[1] | ((qh << 5) & 0x700), q[2] | ((qh << 2) & 0x700),
+                          q[3] | ((qh >> 1) & 0x700));
+      r.scale[ib] = static_cast<std::int16_t>(scale);
+      delta[2 * ib] = delta[2 * ib + 1] = static_cast<std::int16_t>((qh & 0x8000) != 0 ? -scale : scale);
+    }
+    r.delta = _mm256_load_si256(reinterpret_cast<const __m256i*>(delta));
+    r.d = _cvtsh_ss(b.d);
+  }
+  template <int K>
+  SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
+                             std::int64_t o, float* y) {
+    __m256 acc[K];
+    float acc1[K];
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      acc[k] = _mm256_setzero_ps();
+      acc1[k] = 0.0f;
+    }
+    for (std::int64_t i = 0; i < nb; ++i) {
+      __m256i lanes[K];
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+      for (int ib = 0; ib < 8; ++ib) {
+        const __m256i grid = r[i].grid[ib], magnitude = _mm256_sign_epi8(grid, grid);
+        const __m256i scale = _mm256_set1_epi16(r[i].scale[ib]);
+#pragma GCC unroll 8
+        for (int k = 0; k < K; ++k) {
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * ib));
+          lanes[k] = _mm256_add_epi32(lanes[k], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv, grid)), scale));
+          if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));
+        }
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) {
+        const gguf::block_q8_K& x = xq[(t0 + k) * nb + i];
+        const float d = x.d * r[i].d;
+        acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[k]), acc[k]);
+        const int sumi1 = hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)), r[i].delta));
+        acc1[k] = std::fma(d, static_cast<float>(sumi1), acc1[k]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = std::fma(gguf::quants::iq::iq1s_delta, acc1[k], reduce8_vec(acc[k]));
+  }
+};
+
+struct iq1_m_rows {
+  using block = gguf::block_iq1_m;
+  static constexpr int tile = 2;
+  struct decoded {
+    __m256i grid[8], delta[8], scales[8];  // grid -1, 0, 1; delta +-1 per 8 elements; per-16 scales
+    float d;
+  };
+  SPITE_AVX2 static void decode(const block& b, decoded& r) {
+    namespace iq = gguf::quants::iq;
+    std::uint16_t sc[4];
+    std::memcpy(sc, b.scales, 8);
+    for (int ib = 0; ib < 8; ++ib) {
+      const int shift = 6 * (ib % 2);
+      r.scales[ib] = halves(2 * ((sc[ib / 2] >> shift) & 7) + 1, 2 * ((sc[ib / 2] >> (shift + 3)) & 7) + 1);
+      const std::uint8_t* q = b.qs + 4 * ib;
+      const int h0 = b.qh[2 * ib], h1 = b.qh[2 * ib + 1];
+      r.grid[ib] = grid64(iq::iq1s_grid, q[0] | ((h0 << 8) & 0x700), q[1] | ((h0 << 4) & 0x700), q[2] | ((h1 << 8) & 0x700),
+                          q[3] | ((h1 << 4) & 0x700));
+      const auto delta = [](int nibble) { return static_cast<long long>((nibble & 8) != 0 ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull); };
+      r.delta[ib] = _mm256_setr_epi64x(delta(h0), delta(h0 >> 4), delta(h1), delta(h1 >> 4));
+    }
+    const std::uint16_t scale_bits =
+        static_cast<std::uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+    r.d = _cvtsh_ss(scale_bits);
+  }
+  template <int K>
+  SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
+                             std::int64_t o, float* y) {
+    const __m256i plus = _mm256_set1_epi8(1);
+    __m256 acc1[K], acc2[K];
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) acc1[k] = acc2[k] = _mm256_setzero_ps();
+    for (std::int64_t i = 0; i < nb; ++i) {
+      __m256i lanes1[K], lanes2[K];
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) lanes1[k] = lanes2[k] = _mm256_setzero_si256();
+      for (int ib = 0; ib < 8; ++ib) {
+        const __m256i grid = r[i].grid[ib], magnitude = _mm256_sign_epi8(grid, grid);
+#pragma GCC unroll 8
+        for (int k = 0; k < K; ++k) {
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * ib));
+          lanes1[k] = _mm256_add_epi32(lanes1[k], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv, grid)), r[i].scales[ib]));
+          lanes2[k] = _mm256_add_epi32(lanes2[k], _mm256_madd_epi16(_mm256_maddubs_epi16(plus, _mm256_sign_epi8(xv, r[i].delta[ib])), r[i].scales[ib]));
+          if constexpr (K > 1) __asm__("" : "+x"(lanes1[k]), "+x"(lanes2[k]));
+        }
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) {
+        const __m256 d = _mm256_set1_ps(xq[(t0 + k) * nb + i].d * r[i].d);
+        acc1[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes1[k]), acc1[k]);
+        acc2[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes2[k]), acc2[k]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      y[(t0 + k) * out + o] = std::fma(gguf::quants::iq::iq1m_delta, reduce8_vec(acc2[k]), reduce8_vec(acc1[k]));
+    }
+  }
+};
+
+template <class Digits>
+struct ternary_rows {
+  using block = typename Digits::block;
+  static constexpr int tile = 4;
+  struct decoded {
+    __m256i digits[8];  // 0..2 per element
+    float d;
+  };
+  SPITE_AVX2 static void decode(const block& b, decoded& r) {
+    Digits::digits(b, r.digits);
+    r.d = _cvtsh_ss(b.d);
+  }
+  template <int K>
+  SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
+                             std::int64_t o, float* y) {
+    __m256 acc[K];
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+    for (std::int64_t i = 0; i < nb; ++i) {
+      __m256i lanes[K];
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const __m256i t = r[i].digits[c];
+#pragma GCC unroll 8
+        for (int k = 0; k < K; ++k) {
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * c));
+          lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes(t, xv));
+          if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));
+        }
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) {
+        const gguf::block_q8_K& x = xq[(t0 + k) * nb + i];
+        const __m256i sums = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)), _mm256_set1_epi16(1));
+        acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * r[i].d), _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes[k], sums)), acc[k]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = reduce8_vec(acc[k]);
+  }
+};
+
 template <class D>
 constexpr exact_matmul grid_matmul(gguf::tensor_type type) {
   return {type, matmul_grid<D>};
@@ -373,10 +568,10 @@ std::span<const exact_matmul> grid_iquant_matmuls() {
       grid_matmul<iq2_s_decoder>(gguf::tensor_type::iq2_s),
       grid_matmul<iq3_xxs_decoder>(gguf::tensor_type::iq3_xxs),
       grid_matmul<iq3_s_decoder>(gguf::tensor_type::iq3_s),
-      {gguf::tensor_type::iq1_s, iquant::matmul_q8_K<gguf::block_iq1_s, dot_iq1_s>},
-      {gguf::tensor_type::iq1_m, iquant::matmul_q8_K<gguf::block_iq1_m, dot_iq1_m>},
-      {gguf::tensor_type::tq1_0, iquant::matmul_q8_K<gguf::block_tq1_0, dot_ternary<tq1_0_digits>>},
-      {gguf::tensor_type::tq2_0, iquant::matmul_q8_K<gguf::block_tq2_0, dot_ternary<tq2_0_digits>>},
+      {gguf::tensor_type::iq1_s, matmul_decoded<iq1_s_rows, dot_iq1_s>},
+      {gguf::tensor_type::iq1_m, matmul_decoded<iq1_m_rows, dot_iq1_m>},
+      {gguf::tensor_type::tq1_0, matmul_decoded<ternary_rows<tq1_0_digits>, dot_ternary<tq1_0_digits>>},
+      {gguf::tensor_type::tq2_0, matmul_decoded<ternary_rows<tq2_0_digits>, dot_ternary<tq2_0_digits>>},
   };
   return table;
 }
