@@ -283,84 +283,14 @@ SPITE_AVX2 float dot_ternary(const typename D::block* x, const gguf::block_q8_K*
   return reduce8_vec(acc);
 }
 
-// ---- batches: each row's sub-blocks decoded once (grid bytes, sign bytes and scales, 96 bytes
-// per 32 elements: a few KiB per row, in L1) and dotted with every activation row, 4 at a
-// time, with dot_grid's integers and fmas. Decoding per activation row (the grid lookups and
-// sign tables, scalar loads) cost more than the products themselves.
+// ---- batches: each row decoded once (grid, digit or sign bytes and scales as vectors: a few
+// KiB per row, in L1) and dotted with every activation row, a few at a time, with the decode
+// kernels' integers and fmas. Decoding per activation row (grid lookups and sign tables, scalar
+// loads) cost more than the products themselves.
 
-struct decoded_grid_row {
-  aligned_vector<std::int8_t> sub;  // per 32 elements: grid, signs, scales (32 bytes each)
-  std::vector<float> d;             // per super-block: the weight scale
-  explicit decoded_grid_row(std::int64_t nb) : sub(static_cast<std::size_t>(nb * 8 * 96)), d(static_cast<std::size_t>(nb)) {}
-  const __m256i* at(std::int64_t i, int ib) const { return reinterpret_cast<const __m256i*>(sub.data() + (8 * i + ib) * 96); }
-  __m256i* at(std::int64_t i, int ib) { return reinterpret_cast<__m256i*>(sub.data() + (8 * i + ib) * 96); }
-};
-
-template <class D>
-SPITE_AVX2 void decode_grid_row(const typename D::block* x, std::int64_t nb, decoded_grid_row& r) {
-  for (std::int64_t i = 0; i < nb; ++i) {
-    r.d[static_cast<std::size_t>(i)] = _cvtsh_ss(x[i].d);
-    for (int ib = 0; ib < 8; ++ib) {
-      const sub_block sb = D::decode(x[i], ib);
-      __m256i* dst = r.at(i, ib);
-      _mm256_store_si256(dst, sb.grid);
-      _mm256_store_si256(dst + 1, sb.signs);
-      _mm256_store_si256(dst + 2, sb.scales);
-    }
-  }
-}
-
-template <class D, int K>
-SPITE_AVX2 void dot_decoded_grid(const decoded_grid_row& r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
-                                 std::int64_t out, std::int64_t o, float* y) {
-  __m256 acc[K];
-#pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
-  for (std::int64_t i = 0; i < nb; ++i) {
-    __m256i lanes[K];
-#pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
-    for (int ib = 0; ib < 8; ++ib) {
-      const __m256i* sb = r.at(i, ib);
-      const __m256i grid = _mm256_load_si256(sb), signs = _mm256_load_si256(sb + 1), scales = _mm256_load_si256(sb + 2);
-#pragma GCC unroll 8
-      for (int k = 0; k < K; ++k) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * ib));
-        const __m256i pairs = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(xv, signs));
-        lanes[k] = _mm256_add_epi32(lanes[k], _mm256_madd_epi16(pairs, scales));
-        if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));  // the sums in order, not a spilled tree
-      }
-    }
-#pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) {
-      const float d = r.d[static_cast<std::size_t>(i)] * xq[(t0 + k) * nb + i].d;
-      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[k]), acc[k]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = D::post * reduce8_vec(acc[k]);
-}
-
-template <class D>
-void matmul_grid(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  if (n_tokens < 4) return iquant::matmul_q8_K<typename D::block, dot_grid<D>>(w, x, n_tokens, y, pool);
-  const std::int64_t nb = w.in / gguf::qk_k;
-  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
-  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
-  pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
-    decoded_grid_row r(nb);
-    for (std::int64_t o = begin; o < end; ++o) {
-      decode_grid_row<D>(reinterpret_cast<const typename D::block*>(w.row(o)), nb, r);
-      by_token_tiles(
-          n_tokens, [&](std::int64_t t) { dot_decoded_grid<D, 4>(r, xq.data(), nb, t, w.out, o, y); },
-          [&](std::int64_t t) { dot_decoded_grid<D, 1>(r, xq.data(), nb, t, w.out, o, y); });
-    }
-  });
-}
-
-// The same for the types whose dots have more terms: R::decoded holds a super-block decoded
-// (vectors and its weight scale), R::dot<K> multiplies decoded rows by K activation rows with
-// the decode kernel's integers and fmas; K is 4 or 2 (IQ1_M's 4 accumulators per row).
+// R::decoded holds a super-block decoded (vectors and its weight scale), R::dot<K> multiplies
+// decoded rows by K activation rows; K is R::tile (4, or 2 for IQ1_M's 4 accumulators per row)
+// or 1. Fewer than 4 activation rows take the decode kernel `Dot`.
 template <class R, float (*Dot)(const typename R::block*, const gguf::block_q8_K*, std::int64_t)>
 void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (n_tokens < 4) return iquant::matmul_q8_K<typename R::block, Dot>(w, x, n_tokens, y, pool);
@@ -378,6 +308,66 @@ void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, floa
     }
   });
 }
+
+// The dot of decoded rows whose super-block is one set of 8 int32 lanes: R::lanes(r, c, x) adds
+// sub-block c's products, R::adjust the super-block's other integer terms, R::post scales the
+// result.
+template <class R, int K>
+SPITE_AVX2 void lanes_dot(const typename R::decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                          std::int64_t out, std::int64_t o, float* y) {
+  __m256 acc[K];
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < nb; ++i) {
+    __m256i lanes[K];
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * c));
+        lanes[k] = _mm256_add_epi32(lanes[k], R::lanes(r[i], c, xv));
+        if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));  // the sums in order, not a spilled tree
+      }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      const gguf::block_q8_K& x = xq[(t0 + k) * nb + i];
+      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * r[i].d), _mm256_cvtepi32_ps(R::adjust(x, lanes[k])), acc[k]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = R::post * reduce8_vec(acc[k]);
+}
+
+template <class D>
+struct grid_rows {
+  using block = typename D::block;
+  static constexpr int tile = 4;
+  static constexpr float post = D::post;
+  struct decoded {
+    __m256i grid[8], signs[8], scales[8];
+    float d;
+  };
+  SPITE_AVX2 static void decode(const block& b, decoded& r) {
+    for (int ib = 0; ib < 8; ++ib) {
+      const sub_block sb = D::decode(b, ib);
+      r.grid[ib] = sb.grid;
+      r.signs[ib] = sb.signs;
+      r.scales[ib] = sb.scales;
+    }
+    r.d = _cvtsh_ss(b.d);
+  }
+  SPITE_AVX2 static __m256i lanes(const decoded& r, int ib, __m256i x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(r.grid[ib], _mm256_sign_epi8(x, r.signs[ib])), r.scales[ib]);
+  }
+  SPITE_AVX2 static __m256i adjust(const gguf::block_q8_K&, __m256i lanes) { return lanes; }
+  template <int K>
+  SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
+                             std::int64_t o, float* y) {
+    lanes_dot<grid_rows, K>(r, xq, nb, t0, out, o, y);
+  }
+};
 
 // The horizontal sum of 8 int32 lanes (exact: any order).
 SPITE_AVX2 inline int hsum_epi32(__m256i v) {
@@ -514,6 +504,7 @@ template <class Digits>
 struct ternary_rows {
   using block = typename Digits::block;
   static constexpr int tile = 4;
+  static constexpr float post = 1.0f;
   struct decoded {
     __m256i digits[8];  // 0..2 per element
     float d;
@@ -522,40 +513,21 @@ struct ternary_rows {
     Digits::digits(b, r.digits);
     r.d = _cvtsh_ss(b.d);
   }
+  SPITE_AVX2 static __m256i lanes(const decoded& r, int c, __m256i x) { return dot_lanes(r.digits[c], x); }
+  // Digits 0..2 are the ternary values plus one: the activation sums come off.
+  SPITE_AVX2 static __m256i adjust(const gguf::block_q8_K& x, __m256i lanes) {
+    return _mm256_sub_epi32(lanes, _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)), _mm256_set1_epi16(1)));
+  }
   template <int K>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
                              std::int64_t o, float* y) {
-    __m256 acc[K];
-#pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
-    for (std::int64_t i = 0; i < nb; ++i) {
-      __m256i lanes[K];
-#pragma GCC unroll 8
-      for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) {
-        const __m256i t = r[i].digits[c];
-#pragma GCC unroll 8
-        for (int k = 0; k < K; ++k) {
-          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * c));
-          lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes(t, xv));
-          if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));
-        }
-      }
-#pragma GCC unroll 8
-      for (int k = 0; k < K; ++k) {
-        const gguf::block_q8_K& x = xq[(t0 + k) * nb + i];
-        const __m256i sums = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)), _mm256_set1_epi16(1));
-        acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * r[i].d), _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes[k], sums)), acc[k]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = reduce8_vec(acc[k]);
+    lanes_dot<ternary_rows, K>(r, xq, nb, t0, out, o, y);
   }
 };
 
 template <class D>
 constexpr exact_matmul grid_matmul(gguf::tensor_type type) {
-  return {type, matmul_grid<D>};
+  return {type, matmul_decoded<grid_rows<D>, dot_grid<D>>};
 }
 
 }  // namespace
