@@ -300,6 +300,140 @@ void matmul_q8_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
 }
 
 
+// ---- batches with each weight row decoded once: the decoders are scalar and cost more than a
+// super-block's products, so a row is decoded into records (what the dot above derives from a
+// block) and those are dotted with every activation row, with the same integers and fmas.
+
+struct plain_record {
+  decoded b;
+  float d;
+};
+struct iq1_s_record {
+  decoded b;
+  int delta_sign[8];
+  float d;
+};
+struct iq1_m_record {
+  decoded grid, delta;
+  float d;
+};
+struct ternary_record {
+  std::uint8_t t[qk];
+  float d;
+};
+
+template <class Block, void (*Decode)(const Block&, decoded&)>
+void record_plain(const Block& x, plain_record& r) {
+  Decode(x, r.b);
+  r.d = fp16_to_fp32(x.d);
+}
+inline void record_iq1_s(const gguf::block_iq1_s& x, iq1_s_record& r) {
+  decode_iq1_s(x, r.b, r.delta_sign);
+  r.d = fp16_to_fp32(x.d);
+}
+inline void record_iq1_m(const gguf::block_iq1_m& x, iq1_m_record& r) { r.d = fp16_to_fp32(decode_iq1_m(x, r.grid, r.delta)); }
+template <class Block, void (*Digits)(const Block&, std::uint8_t*)>
+void record_ternary(const Block& x, ternary_record& r) {
+  Digits(x, r.t);
+  r.d = fp16_to_fp32(x.d);
+}
+
+template <class L, float Post>
+float dot_plain_records(const plain_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+  float acc[8] = {};
+  int lane[8];
+  for (std::int64_t i = 0; i < nb; ++i) {
+    L::lanes(r[i].b, y[i].qs, lane);
+    L::accumulate(acc, r[i].d * y[i].d, lane);
+  }
+  return Post * reduce8(acc);
+}
+
+template <class L>
+float dot_iq1_s_records(const iq1_s_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+  float acc[8] = {};
+  float acc1 = 0;
+  int lane[8];
+  for (std::int64_t i = 0; i < nb; ++i) {
+    L::lanes(r[i].b, y[i].qs, lane);
+    int sumi1 = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      sumi1 += (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]) * r[i].delta_sign[ib] * r[i].b.scale16[2 * ib];
+    }
+    const float d = y[i].d * r[i].d;
+    L::accumulate(acc, d, lane);
+    acc1 = std::fma(d, static_cast<float>(sumi1), acc1);
+  }
+  return std::fma(iq::iq1s_delta, acc1, reduce8(acc));
+}
+
+template <class L>
+float dot_iq1_m_records(const iq1_m_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+  float acc1[8] = {}, acc2[8] = {};
+  int lane1[8], lane2[8];
+  for (std::int64_t i = 0; i < nb; ++i) {
+    L::lanes(r[i].grid, y[i].qs, lane1);
+    L::lanes(r[i].delta, y[i].qs, lane2);
+    const float d = y[i].d * r[i].d;
+    L::accumulate(acc1, d, lane1);
+    L::accumulate(acc2, d, lane2);
+  }
+  return std::fma(iq::iq1m_delta, reduce8(acc2), reduce8(acc1));
+}
+
+template <class L>
+float dot_ternary_records(const ternary_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+  float acc[8] = {};
+  int lane[8];
+  for (std::int64_t i = 0; i < nb; ++i) {
+    L::ternary(r[i].t, y[i], lane);
+    L::accumulate(acc, y[i].d * r[i].d, lane);
+  }
+  return reduce8(acc);
+}
+
+// One activation row: the per-block dot (no record buffer); more: each row's records once.
+template <class Block, class Record, void (*Make)(const Block&, Record&), float (*DotRecords)(const Record*, const gguf::block_q8_K*, std::int64_t),
+          float (*Dot)(const Block*, const gguf::block_q8_K*, std::int64_t)>
+void matmul_records(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (n_tokens == 1) return matmul_q8_K<Block, Dot>(w, x, n_tokens, y, pool);
+  const std::int64_t nb = w.in / qk;
+  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
+    std::vector<Record> records(static_cast<std::size_t>(nb));
+    for (std::int64_t o = begin; o < end; ++o) {
+      const auto* row = reinterpret_cast<const Block*>(w.row(o));
+      for (std::int64_t i = 0; i < nb; ++i) Make(row[i], records[static_cast<std::size_t>(i)]);
+      for (std::int64_t t = 0; t < n_tokens; ++t) y[t * w.out + o] = DotRecords(records.data(), xq.data() + t * nb, nb);
+    }
+  });
+}
+
+template <class L, class Block, void (*Decode)(const Block&, decoded&), float Post>
+constexpr exact_matmul plain_records_matmul(gguf::tensor_type type) {
+  return {type, matmul_records<Block, plain_record, record_plain<Block, Decode>, dot_plain_records<L, Post>, dot_plain<L, Block, Decode, Post>>};
+}
+template <class L, class Block, void (*Digits)(const Block&, std::uint8_t*)>
+constexpr exact_matmul ternary_records_matmul(gguf::tensor_type type) {
+  return {type, matmul_records<Block, ternary_record, record_ternary<Block, Digits>, dot_ternary_records<L>, dot_tq<L, Block, Digits>>};
+}
+
+// The matmuls of every type here with lane policy L, rows decoded once for batches.
+template <class L>
+constexpr exact_matmul record_matmuls[] = {
+    {gguf::tensor_type::iq1_s, matmul_records<gguf::block_iq1_s, iq1_s_record, record_iq1_s, dot_iq1_s_records<L>, dot_iq1_s<L>>},
+    {gguf::tensor_type::iq1_m, matmul_records<gguf::block_iq1_m, iq1_m_record, record_iq1_m, dot_iq1_m_records<L>, dot_iq1_m<L>>},
+    plain_records_matmul<L, gguf::block_iq2_xxs, decode_iq2_xxs, 0.125f>(gguf::tensor_type::iq2_xxs),
+    plain_records_matmul<L, gguf::block_iq2_xs, decode_iq2_xs, 0.125f>(gguf::tensor_type::iq2_xs),
+    plain_records_matmul<L, gguf::block_iq2_s, decode_iq2_s, 0.125f>(gguf::tensor_type::iq2_s),
+    plain_records_matmul<L, gguf::block_iq3_xxs, decode_iq3_xxs, 0.25f>(gguf::tensor_type::iq3_xxs),
+    plain_records_matmul<L, gguf::block_iq3_s, decode_iq3_s, 1.0f>(gguf::tensor_type::iq3_s),
+    plain_records_matmul<L, gguf::block_iq4_xs, decode_iq4_xs, 1.0f>(gguf::tensor_type::iq4_xs),
+    ternary_records_matmul<L, gguf::block_tq1_0, digits_tq1_0>(gguf::tensor_type::tq1_0),
+    ternary_records_matmul<L, gguf::block_tq2_0, digits_tq2_0>(gguf::tensor_type::tq2_0),
+};
+
 // The matmuls of every type here with lane policy L (for the types' tables).
 template <class L>
 constexpr exact_matmul matmuls[] = {

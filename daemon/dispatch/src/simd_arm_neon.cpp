@@ -243,7 +243,7 @@ constexpr exact_matmul k_table[] = {
 std::span<const exact_matmul> fast_matmuls() {
   static const auto table = [] {
     std::vector<exact_matmul> t(std::begin(k_table), std::end(k_table));
-    for (const exact_matmul& m : iquant::matmuls<sdot_iquant_lanes>) t.push_back(m);
+    for (const exact_matmul& m : iquant::record_matmuls<sdot_iquant_lanes>) t.push_back(m);
     for (const exact_matmul& m : neon::legacy_matmuls()) t.push_back(m);
     for (const exact_matmul& m : neon::float_matmuls()) t.push_back(m);
     return t;
