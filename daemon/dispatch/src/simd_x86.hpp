@@ -304,6 +304,26 @@ inline void scales_mins_k4(const std::uint8_t* packed, std::uint32_t* out) {
 
 // ---- load-time packed layouts
 
+// Packs w's rows 8 at a time: pack(dst, blk, r) writes row r's block `blk` into its group's
+// packed block at dst (zeroed first, so packers may OR bit fields in). Sets w.packed; returns
+// the bytes.
+template <class Block, class Pack>
+std::size_t pack_row_groups(weight& w, std::size_t packed_block, const Pack& pack) {
+  const std::int64_t nb = w.in / static_cast<std::int64_t>(gguf::traits(w.type).block_size), groups = w.out / 8;
+  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * packed_block;
+  auto buffer = make_aligned_bytes(bytes);
+  std::memset(buffer.get(), 0, bytes);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (std::int64_t b = 0; b < nb; ++b) {
+      std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * packed_block;
+      for (int r = 0; r < 8; ++r) pack(dst, reinterpret_cast<const Block*>(w.row(8 * g + r))[b], r);
+    }
+  }
+  w.packed = buffer.get();
+  w.packed_owner = std::move(buffer);
+  return bytes;
+}
+
 // Q4_0, per group of 8 rows and per block: the 8 scales (f16), then 4 chunks of 32 bytes where
 // bytes 4r..4r+3 of chunk j are row r's qs[4j..4j+3] (elements 4j..4j+3 in the low nibbles,
 // 16+4j..16+4j+3 in the high ones). A chunk times the 4 activation bytes broadcast to every
@@ -370,6 +390,32 @@ SPITE_AVX2 inline void q4_K_end_block(q4_K_row_acc& a, bool gemm, const q4_K_x_t
   a.is = a.ms = _mm256_setzero_si256();
 }
 
+// The u8 scales of two sub-blocks (one per row, 8 bytes each) as int16 pairs (s, s) per int32
+// lane, row r in lane r, for madd: one load and one byte shuffle per sub-block (packed Q4_K
+// and Q2_K).
+struct row_scale_pairs {
+  __m256i lo, hi;
+  SPITE_AVX2 explicit row_scale_pairs(const std::uint8_t* s)
+      : row_scale_pairs(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s))) {}
+  SPITE_AVX2 explicit row_scale_pairs(__m128i bytes) {
+    alignas(32) static constexpr std::int8_t pick_lo[32] = {0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                                            4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1};
+    alignas(32) static constexpr std::int8_t pick_hi[32] = {8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
+                                                            12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1};
+    const __m256i v = _mm256_broadcastsi128_si256(bytes);
+    lo = _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_lo)));
+    hi = _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_hi)));
+  }
+};
+
+// Q2_K, per group of 8 rows and super-block (672 bytes, as the 8 rows' blocks):
+//   d[8], dmin[8] (f16); scales[16 sub-blocks][8 rows] (the block's scale byte: scale in the low
+//   nibble, min in the high one); quants[16 sub-blocks] of 32 bytes: bits 2j..2j+1 of byte
+//   4r + e of sub-block s are row r's element 16s + 4j + e.
+// A sub-block's 32 bytes give its 4 chunks (8 rows x 4 elements) by one shift and mask each.
+constexpr std::size_t q2_K_packed_block = 32 + 128 + 512;
+constexpr std::size_t q2_K_packed_scales = 32, q2_K_packed_quants = 160;
+
 using q4_K_tile_fn = void (*)(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
                               std::int64_t ng, std::int64_t out, float* y);
 struct q4_K_tiles {
@@ -416,6 +462,7 @@ std::span<const exact_matmul> grid_iquant_matmuls();
 
 // simd_x86_q2k.cpp
 void matmul_q2_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+std::size_t pack_q2_K(weight& w);
 
 // simd_x86_k35.cpp
 void matmul_q3_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -163,22 +163,10 @@ SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_bat
 // ---- Q4_0 packed at load time (pack_weight; the layout is described in simd_x86.hpp).
 
 std::size_t pack_q4_0(weight& w) {
-  const std::int64_t nb = w.in / qk0, groups = w.out / 8;
-  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * q4_0_packed_block;
-  auto buffer = make_aligned_bytes(bytes);
-  for (std::int64_t g = 0; g < groups; ++g) {
-    for (std::int64_t b = 0; b < nb; ++b) {
-      std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * q4_0_packed_block;
-      for (int r = 0; r < 8; ++r) {
-        const auto& blk = reinterpret_cast<const gguf::block_q4_0*>(w.row(8 * g + r))[b];
-        std::memcpy(dst + 2 * r, &blk.d, 2);
-        for (int j = 0; j < 4; ++j) std::memcpy(dst + 16 + 32 * j + 4 * r, blk.qs + 4 * j, 4);
-      }
-    }
-  }
-  w.packed = buffer.get();
-  w.packed_owner = std::move(buffer);
-  return bytes;
+  return pack_row_groups<gguf::block_q4_0>(w, q4_0_packed_block, [](std::byte* dst, const gguf::block_q4_0& blk, int r) {
+    std::memcpy(dst + 2 * r, &blk.d, 2);
+    for (int j = 0; j < 4; ++j) std::memcpy(dst + 16 + 32 * j + 4 * r, blk.qs + 4 * j, 4);
+  });
 }
 
 
@@ -297,6 +285,7 @@ std::size_t pack_weight(weight& w) {
   if (fast_matmuls().empty() || w.packed != nullptr || w.out % 8 != 0) return 0;
   if (w.type == tensor_type::q4_0) return pack_q4_0(w);
   if (w.type == tensor_type::q4_K) return pack_q4_K(w);
+  if (w.type == tensor_type::q2_K) return pack_q2_K(w);
   return 0;
 }
 

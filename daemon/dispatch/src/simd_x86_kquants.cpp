@@ -142,50 +142,23 @@ SPITE_AVX2 void q4_K_fused_rows8(const weight& w, std::int64_t o, const gguf::bl
 // ---- Q4_K packed at load time (pack_weight; the layout is described in simd_x86.hpp).
 
 std::size_t pack_q4_K_impl(weight& w) {
-  const std::int64_t nb = w.in / qkk, groups = w.out / 8;
-  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * q4_K_packed_block;
-  auto buffer = make_aligned_bytes(bytes);
-  for (std::int64_t g = 0; g < groups; ++g) {
-    for (std::int64_t b = 0; b < nb; ++b) {
-      std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * q4_K_packed_block;
-      auto* sc = reinterpret_cast<std::uint8_t*>(dst + 32);
-      auto* mn = reinterpret_cast<std::uint8_t*>(dst + 96);
-      for (int r = 0; r < 8; ++r) {
-        const auto& blk = reinterpret_cast<const gguf::block_q4_K*>(w.row(8 * g + r))[b];
-        std::memcpy(dst + 2 * r, &blk.d, 2);
-        std::memcpy(dst + 16 + 2 * r, &blk.dmin, 2);
-        std::uint32_t sm[4];
-        scales_mins_k4(blk.scales, sm);
-        const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
-        for (int sb = 0; sb < 8; ++sb) {
-          sc[8 * sb + r] = s8[sb];
-          mn[16 * (sb / 2) + 2 * r + sb % 2] = s8[8 + sb];
-        }
-        for (int j = 0; j < 4; ++j) {
-          for (int c = 0; c < 8; ++c) std::memcpy(dst + 160 + 256 * j + 32 * c + 4 * r, blk.qs + 32 * j + 4 * c, 4);
-        }
-      }
+  return pack_row_groups<gguf::block_q4_K>(w, q4_K_packed_block, [](std::byte* dst, const gguf::block_q4_K& blk, int r) {
+    auto* sc = reinterpret_cast<std::uint8_t*>(dst + q4_K_packed_scales);
+    auto* mn = reinterpret_cast<std::uint8_t*>(dst + q4_K_packed_mins);
+    std::memcpy(dst + 2 * r, &blk.d, 2);
+    std::memcpy(dst + 16 + 2 * r, &blk.dmin, 2);
+    std::uint32_t sm[4];
+    scales_mins_k4(blk.scales, sm);
+    const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
+    for (int sb = 0; sb < 8; ++sb) {
+      sc[8 * sb + r] = s8[sb];
+      mn[16 * (sb / 2) + 2 * r + sb % 2] = s8[8 + sb];
     }
-  }
-  w.packed = buffer.get();
-  w.packed_owner = std::move(buffer);
-  return bytes;
+    for (int j = 0; j < 4; ++j) {
+      for (int c = 0; c < 8; ++c) std::memcpy(dst + q4_K_packed_quants + 256 * j + 32 * c + 4 * r, blk.qs + 32 * j + 4 * c, 4);
+    }
+  });
 }
-
-// The u8 scales of sub-blocks 2j and 2j + 1 (one per row, 16 bytes) as int16 pairs (s, s) per
-// int32 lane, row r in lane r, for madd: one load and one byte shuffle per sub-block.
-struct row_scale_pairs {
-  __m256i lo, hi;
-  SPITE_AVX2 explicit row_scale_pairs(const std::uint8_t* s) {
-    alignas(32) static constexpr std::int8_t pick_lo[32] = {0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
-                                                            4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1};
-    alignas(32) static constexpr std::int8_t pick_hi[32] = {8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
-                                                            12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1};
-    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
-    lo = _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_lo)));
-    hi = _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_hi)));
-  }
-};
 
 template <int K>
 SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,

@@ -9,6 +9,7 @@
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
+#include <cstring>
 
 namespace spite::dispatch::cpu::x86 {
 namespace {
@@ -97,12 +98,121 @@ SPITE_AVX2 void q2_K_rows8(const weight& w, std::int64_t o, const gguf::block_q8
   for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out + o, _mm256_sub_ps(acc[k], acc_min[k]));
 }
 
+// ---- packed at load time (the layout is described in simd_x86.hpp): the rows are the lanes,
+// so a sub-block's sums need no transposes and its 4 chunks' int16 sums are widened once.
+
+// Element e of a block: bits 2k..2k+1 of qs[32h + l] for e = 128h + 32k + l.
+inline int q2_K_quant(const gguf::block_q2_K& b, int e) { return (b.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+std::size_t pack_q2_K_impl(weight& w) {
+  return pack_row_groups<gguf::block_q2_K>(w, q2_K_packed_block, [](std::byte* out, const gguf::block_q2_K& blk, int r) {
+    auto* dst = reinterpret_cast<std::uint8_t*>(out);
+    std::memcpy(dst + 2 * r, &blk.d, 2);
+    std::memcpy(dst + 16 + 2 * r, &blk.dmin, 2);
+    for (int sb = 0; sb < 16; ++sb) dst[q2_K_packed_scales + 8 * sb + r] = blk.scales[sb];
+    for (int e = 0; e < qkk; ++e) {
+      const int sb = e / 16, j = (e % 16) / 4;
+      dst[q2_K_packed_quants + 32 * sb + 4 * r + e % 4] |= static_cast<std::uint8_t>(q2_K_quant(blk, e) << (2 * j));
+    }
+  });
+}
+
+// One packed group against K activation rows from t0: per half, the exact sums of scale * (q . x)
+// and of min * bsum per row (lanes), then the reference's fmas (per half for GEMM rows, per
+// super-block for GEMV rows).
+template <int K>
+SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
+                                 std::int64_t ng, std::int64_t out, float* y) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  // (min of sub-block 2p, min of 2p + 1) per row r: bytes r and 8 + r side by side.
+  const __m128i pair_rows = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  __m256 acc[K], acc_min[K];
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
+  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * q2_K_packed_block,
+                                  static_cast<std::size_t>(nb) * q2_K_packed_block, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group + static_cast<std::size_t>(b) * q2_K_packed_block;
+    const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + q2_K_packed_scales);
+    const std::byte* qv = blk + q2_K_packed_quants;
+    __m256i is_block[K], ms_block[K];  // GEMV rows: the whole super-block's sums
+    for (int h = 0; h < 2; ++h) {
+      if (t0 == 0) ahead.step(b, h, 2);
+      __m256i is[K], ms[K];
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) is[k] = ms[k] = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const int s0 = 8 * h + 2 * p;  // sub-blocks s0 and s0 + 1
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * s0));
+        const row_scale_pairs scales(_mm_and_si128(bytes, low4));
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4), pair_rows));
+        for (int half = 0; half < 2; ++half) {
+          const int sb = s0 + half;
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qv + 32 * sb));
+          const __m256i c[4] = {_mm256_and_si256(v, m3), _mm256_and_si256(_mm256_srli_epi16(v, 2), m3),
+                                _mm256_and_si256(_mm256_srli_epi16(v, 4), m3), _mm256_and_si256(_mm256_srli_epi16(v, 6), m3)};
+#pragma GCC unroll 8
+          for (int k = 0; k < K; ++k) {
+            const std::int8_t* x = xq[(t0 + k) * nb + b].qs + 16 * sb;
+            // Four int16 pair sums of at most 2 * 3 * 128 each: no overflow before the widening.
+            __m256i s16 = _mm256_maddubs_epi16(c[0], _mm256_set1_epi32(load_u32(x)));
+            for (int j = 1; j < 4; ++j) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(c[j], _mm256_set1_epi32(load_u32(x + 4 * j))));
+            is[k] = _mm256_add_epi32(is[k], _mm256_madd_epi16(s16, half == 0 ? scales.lo : scales.hi));
+            if constexpr (K > 1) __asm__("" : "+x"(is[k]));  // the sums in order, not a spilled tree
+          }
+        }
+#pragma GCC unroll 8
+        for (int k = 0; k < K; ++k) {
+          std::int32_t bsum_pair;
+          std::memcpy(&bsum_pair, xq[(t0 + k) * nb + b].bsums + s0, 4);
+          ms[k] = _mm256_add_epi32(ms[k], _mm256_madd_epi16(mins, _mm256_set1_epi32(bsum_pair)));
+        }
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) {
+        if (t0 + k < ng) {  // GEMM rows: one fma per half
+          const __m256 xd = _mm256_set1_ps(xq[(t0 + k) * nb + b].d);
+          const __m256 ds = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))), xd);
+          const __m256 dm = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))), xd);
+          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[k]), ds, acc[k]);
+          acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms[k]), dm, acc_min[k]);
+        } else if (h == 0) {
+          is_block[k] = is[k];
+          ms_block[k] = ms[k];
+        } else {
+          const __m256 xd = _mm256_set1_ps(xq[(t0 + k) * nb + b].d);
+          const __m256 ds = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))), xd);
+          const __m256 dm = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))), xd);
+          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(is_block[k], is[k])), ds, acc[k]);
+          acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(ms_block[k], ms[k])), dm, acc_min[k]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(acc[k], acc_min[k]));
+}
+
+void matmul_q2_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
+                        thread_pool& pool) {
+  const std::int64_t nb = w.in / qkk;
+  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
+  by_groups_and_token_blocks(w.out / 8, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+    const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q2_K_packed_block;
+    std::int64_t t = t0;
+    for (; t + 4 <= t1; t += 4) q2_K_packed_tile<4>(group, nb, xq, t, ng, w.out, y + 8 * g);
+    for (; t < t1; ++t) q2_K_packed_tile<1>(group, nb, xq, t, ng, w.out, y + 8 * g);
+  });
+}
+
 void matmul_q2_K_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q2_K)(w, x, n_tokens, y, pool);
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq;
   quantize_rows_q8_K(w, x, n_tokens, true, xq);
   const std::int64_t ng = gemm_rows(n_tokens);
+  if (w.packed != nullptr) return matmul_q2_K_packed(w, xq.data(), n_tokens, ng, y, pool);
   pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
     for (std::int64_t g = begin; g < end; ++g) {
       by_token_tiles(
@@ -117,6 +227,7 @@ void matmul_q2_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
 void matmul_q2_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   matmul_q2_K_impl(w, x, n_tokens, y, pool);
 }
+std::size_t pack_q2_K(weight& w) { return pack_q2_K_impl(w); }
 
 }  // namespace spite::dispatch::cpu::x86
 
