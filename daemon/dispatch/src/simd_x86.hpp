@@ -330,6 +330,33 @@ std::size_t pack_row_groups(weight& w, std::size_t packed_block, const Pack& pac
 // lane gives each row's partial sum in its own lane: no horizontal sums, the scales one load.
 constexpr std::size_t q4_0_packed_block = 16 + 128;
 
+// A group packed in Q4_0's layout (Q4_0, IQ4_NL) against K activation rows from t0: Sums::block
+// gives each activation row's exact block sums of the 8 rows (rows as lanes), then one fma per
+// block and row, acc = fma(sum, d_w * d_x, acc), as the reference's repacked kernels.
+template <class Sums, int K>
+SPITE_AVX2 void q4_0_layout_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0, std::int64_t out,
+                                 float* y) {
+  __m256 acc[K];
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * q4_0_packed_block,
+                                  static_cast<std::size_t>(nb) * q4_0_packed_block, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (t0 == 0) ahead.step(b);
+    const std::byte* blk = group + static_cast<std::size_t>(b) * q4_0_packed_block;
+    __m256i sum[K];
+    Sums::template block<K>(blk, xb, nb, t0, b, sum);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      const float dx = xb.d[static_cast<std::size_t>((t0 + k) * nb + b)];
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[k]), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc[k]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, acc[k]);
+}
+
 using q4_0_tile_fn = void (*)(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
                               std::int64_t out, float* y);
 struct q4_0_tiles {

@@ -162,32 +162,32 @@ SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_bat
 
 // ---- Q4_0 packed at load time (pack_weight; the layout is described in simd_x86.hpp).
 
-std::size_t pack_q4_0(weight& w) {
-  return pack_row_groups<gguf::block_q4_0>(w, q4_0_packed_block, [](std::byte* dst, const gguf::block_q4_0& blk, int r) {
+// IQ4_NL blocks are laid out as Q4_0's (an f16 scale, 16 bytes of index nibbles) and packed alike.
+template <class Block>
+std::size_t pack_q4_0_like(weight& w) {
+  static_assert(sizeof(Block) == sizeof(gguf::block_q4_0));
+  return pack_row_groups<Block>(w, q4_0_packed_block, [](std::byte* dst, const Block& blk, int r) {
     std::memcpy(dst + 2 * r, &blk.d, 2);
     for (int j = 0; j < 4; ++j) std::memcpy(dst + 16 + 32 * j + 4 * r, blk.qs + 4 * j, 4);
   });
 }
 
 
-template <int K>
-SPITE_AVX2 void q4_0_packed_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
-                                 std::int64_t out, float* y) {
-  const __m256i m = _mm256_set1_epi8(0x0F);
-  __m256 acc[K];
-  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
-  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * q4_0_packed_block,
-                                  static_cast<std::size_t>(nb) * q4_0_packed_block, nb);
-  for (std::int64_t b = 0; b < nb; ++b) {
-    if (t0 == 0) ahead.step(b);
-    const std::byte* blk = group + static_cast<std::size_t>(b) * q4_0_packed_block;
-    // Each 32-byte chunk unpacked once for the K activation rows, whose int16 pair sums (eight
-    // per block, at most 2 * 15 * 127 each: no overflow before the widening) stay in registers;
-    // all 4 chunks unpacked at once with 4 rows' accumulators would not fit AVX2's 16.
+// Q4_0's block sums: each 32-byte chunk unpacked once for the K activation rows, whose int16 pair
+// sums (eight per block, at most 2 * 15 * 127 each: no overflow before the widening) stay in
+// registers (all 4 chunks unpacked at once with 4 rows' accumulators would not fit AVX2's 16);
+// sum((q - 8) * x) = sum(q * x) - 8 * sum(x).
+struct q4_0_sums {
+  template <int K>
+  SPITE_AVX2 static void block(const std::byte* blk, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, std::int64_t b,
+                               __m256i* sum) {
+    const __m256i m = _mm256_set1_epi8(0x0F);
     __m256i s16[K];
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * j));
       const __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+#pragma GCC unroll 8
       for (int k = 0; k < K; ++k) {
         const std::int8_t* xq = xb.qs(static_cast<std::size_t>((t0 + k) * nb + b));
         const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(load_u32(xq + 4 * j))),
@@ -196,16 +196,18 @@ SPITE_AVX2 void q4_0_packed_tile(const std::byte* group, std::int64_t nb, const 
         if constexpr (K > 1) __asm__("" : "+x"(s16[k]));  // no re-association into spilled trees
       }
     }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+#pragma GCC unroll 8
     for (int k = 0; k < K; ++k) {
-      const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-      // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
-      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s16[k], _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * xb.sum[i]));
-      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d[i])), acc[k]);
+      const int xsum = xb.sum[static_cast<std::size_t>((t0 + k) * nb + b)];
+      sum[k] = _mm256_sub_epi32(_mm256_madd_epi16(s16[k], _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * xsum));
     }
   }
-#pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, acc[k]);
+};
+
+template <int K>
+SPITE_AVX2 void q4_0_packed_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
+                                 std::int64_t out, float* y) {
+  q4_0_layout_tile<q4_0_sums, K>(group, nb, xb, t0, out, y);
 }
 
 void matmul_q4_0_packed(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool) {
@@ -283,7 +285,8 @@ std::span<const exact_matmul> fast_matmuls() {
 
 std::size_t pack_weight(weight& w) {
   if (fast_matmuls().empty() || w.packed != nullptr || w.out % 8 != 0) return 0;
-  if (w.type == tensor_type::q4_0) return pack_q4_0(w);
+  if (w.type == tensor_type::q4_0) return pack_q4_0_like<gguf::block_q4_0>(w);
+  if (w.type == tensor_type::iq4_nl) return pack_q4_0_like<gguf::block_iq4_nl>(w);
   if (w.type == tensor_type::q4_K) return pack_q4_K(w);
   if (w.type == tensor_type::q2_K) return pack_q2_K(w);
   return 0;
