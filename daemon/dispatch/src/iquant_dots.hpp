@@ -196,58 +196,6 @@ inline std::uint16_t decode_iq1_m(const gguf::block_iq1_m& b, decoded& grid, dec
   return static_cast<std::uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
 }
 
-// ---- the dot products of one weight row with one Q8_K activation row
-
-// Types whose whole block fits `decoded`, result = post * reduce8(acc).
-template <class L, class Block, void (*Decode)(const Block&, decoded&), float Post>
-float dot_plain(const Block* x, const gguf::block_q8_K* y, std::int64_t nb) {
-  float acc[8] = {};
-  decoded b;
-  int lane[8];
-  for (std::int64_t i = 0; i < nb; ++i) {
-    Decode(x[i], b);
-    L::lanes(b, y[i].qs, lane);
-    L::accumulate(acc, fp16_to_fp32(x[i].d) * y[i].d, lane);
-  }
-  return Post * reduce8(acc);
-}
-
-template <class L>
-float dot_iq1_s(const gguf::block_iq1_s* x, const gguf::block_q8_K* y, std::int64_t nb) {
-  float acc[8] = {};
-  float acc1 = 0;
-  decoded b;
-  int lane[8], delta_sign[8];
-  for (std::int64_t i = 0; i < nb; ++i) {
-    decode_iq1_s(x[i], b, delta_sign);
-    L::lanes(b, y[i].qs, lane);
-    int sumi1 = 0;
-    for (int ib = 0; ib < 8; ++ib) {
-      sumi1 += (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]) * delta_sign[ib] * b.scale16[2 * ib];
-    }
-    const float d = y[i].d * fp16_to_fp32(x[i].d);
-    L::accumulate(acc, d, lane);
-    acc1 = std::fma(d, static_cast<float>(sumi1), acc1);  // accum1 += d * sumi1 (contracted)
-  }
-  return std::fma(iq::iq1s_delta, acc1, reduce8(acc));
-}
-
-template <class L>
-float dot_iq1_m(const gguf::block_iq1_m* x, const gguf::block_q8_K* y, std::int64_t nb) {
-  float acc1[8] = {}, acc2[8] = {};
-  decoded grid, delta;
-  int lane1[8], lane2[8];
-  for (std::int64_t i = 0; i < nb; ++i) {
-    const std::uint16_t scale_bits = decode_iq1_m(x[i], grid, delta);
-    L::lanes(grid, y[i].qs, lane1);
-    L::lanes(delta, y[i].qs, lane2);
-    const float d = y[i].d * fp16_to_fp32(scale_bits);
-    L::accumulate(acc1, d, lane1);
-    L::accumulate(acc2, d, lane2);
-  }
-  return std::fma(iq::iq1m_delta, reduce8(acc2), reduce8(acc1));
-}
-
 // Ternary digits t in {0, 1, 2} (weight t - 1), element order as the dequantizers write them.
 inline int ternary_digit(std::uint8_t b, std::uint8_t pow3) {
   const auto shifted = static_cast<std::uint8_t>(b * pow3);
@@ -275,20 +223,6 @@ inline void digits_tq2_0(const gguf::block_tq2_0& b, std::uint8_t* t) {
   }
 }
 
-template <class L, class Block, void (*Digits)(const Block&, std::uint8_t*)>
-float dot_tq(const Block* x, const gguf::block_q8_K* y, std::int64_t nb) {
-  float acc[8] = {};
-  std::uint8_t t[qk];
-  int lane[8];
-  for (std::int64_t i = 0; i < nb; ++i) {
-    Digits(x[i], t);
-    L::ternary(t, y[i], lane);
-    // sumf = _mm256_add_ps(_mm256_mul_ps(lanes, d), sumf): GCC contracts it into an FMA.
-    L::accumulate(acc, y[i].d * fp16_to_fp32(x[i].d), lane);
-  }
-  return reduce8(acc);
-}
-
 template <class Block, float (*Dot)(const Block*, const gguf::block_q8_K*, std::int64_t)>
 void matmul_q8_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk;
@@ -300,9 +234,11 @@ void matmul_q8_K(const weight& w, const float* x, std::int64_t n_tokens, float* 
 }
 
 
-// ---- batches with each weight row decoded once: the decoders are scalar and cost more than a
-// super-block's products, so a row is decoded into records (what the dot above derives from a
-// block) and those are dotted with every activation row, with the same integers and fmas.
+// ---- the dot products of one weight row with one Q8_K activation row. A type's block becomes
+// a record (what its dot needs of it), and one loop per type takes the records from a
+// `Records` source: decoded block by block from the row (the per-token dots), or from a row
+// decoded once for a batch (record_matmuls: the decoders are scalar and cost more than a
+// super-block's products).
 
 struct plain_record {
   decoded b;
@@ -338,58 +274,112 @@ void record_ternary(const Block& x, ternary_record& r) {
   r.d = fp16_to_fp32(x.d);
 }
 
-template <class L, float Post>
-float dot_plain_records(const plain_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+// Record sources: block i decoded on demand into one buffer, or a row's records decoded before.
+template <class Record, class Block, void (*Make)(const Block&, Record&)>
+struct decoding_records {
+  const Block* x;
+  mutable Record r;
+  const Record& operator()(std::int64_t i) const {
+    Make(x[i], r);
+    return r;
+  }
+};
+template <class Record>
+struct stored_records {
+  const Record* r;
+  const Record& operator()(std::int64_t i) const { return r[i]; }
+};
+
+// Types whose whole block fits `decoded`, result = post * reduce8(acc).
+template <class L, float Post, class Records>
+float plain_dot(const Records& records, const gguf::block_q8_K* y, std::int64_t nb) {
   float acc[8] = {};
   int lane[8];
   for (std::int64_t i = 0; i < nb; ++i) {
-    L::lanes(r[i].b, y[i].qs, lane);
-    L::accumulate(acc, r[i].d * y[i].d, lane);
+    const plain_record& r = records(i);
+    L::lanes(r.b, y[i].qs, lane);
+    L::accumulate(acc, r.d * y[i].d, lane);
   }
   return Post * reduce8(acc);
 }
 
-template <class L>
-float dot_iq1_s_records(const iq1_s_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+template <class L, class Records>
+float iq1_s_dot(const Records& records, const gguf::block_q8_K* y, std::int64_t nb) {
   float acc[8] = {};
   float acc1 = 0;
   int lane[8];
   for (std::int64_t i = 0; i < nb; ++i) {
-    L::lanes(r[i].b, y[i].qs, lane);
+    const iq1_s_record& r = records(i);
+    L::lanes(r.b, y[i].qs, lane);
     int sumi1 = 0;
-    for (int ib = 0; ib < 8; ++ib) {
-      sumi1 += (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]) * r[i].delta_sign[ib] * r[i].b.scale16[2 * ib];
-    }
-    const float d = y[i].d * r[i].d;
+    for (int ib = 0; ib < 8; ++ib) sumi1 += (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]) * r.delta_sign[ib] * r.b.scale16[2 * ib];
+    const float d = y[i].d * r.d;
     L::accumulate(acc, d, lane);
-    acc1 = std::fma(d, static_cast<float>(sumi1), acc1);
+    acc1 = std::fma(d, static_cast<float>(sumi1), acc1);  // accum1 += d * sumi1 (contracted)
   }
   return std::fma(iq::iq1s_delta, acc1, reduce8(acc));
 }
 
-template <class L>
-float dot_iq1_m_records(const iq1_m_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+template <class L, class Records>
+float iq1_m_dot(const Records& records, const gguf::block_q8_K* y, std::int64_t nb) {
   float acc1[8] = {}, acc2[8] = {};
   int lane1[8], lane2[8];
   for (std::int64_t i = 0; i < nb; ++i) {
-    L::lanes(r[i].grid, y[i].qs, lane1);
-    L::lanes(r[i].delta, y[i].qs, lane2);
-    const float d = y[i].d * r[i].d;
+    const iq1_m_record& r = records(i);
+    L::lanes(r.grid, y[i].qs, lane1);
+    L::lanes(r.delta, y[i].qs, lane2);
+    const float d = y[i].d * r.d;
     L::accumulate(acc1, d, lane1);
     L::accumulate(acc2, d, lane2);
   }
   return std::fma(iq::iq1m_delta, reduce8(acc2), reduce8(acc1));
 }
 
-template <class L>
-float dot_ternary_records(const ternary_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+template <class L, class Records>
+float ternary_dot(const Records& records, const gguf::block_q8_K* y, std::int64_t nb) {
   float acc[8] = {};
   int lane[8];
   for (std::int64_t i = 0; i < nb; ++i) {
-    L::ternary(r[i].t, y[i], lane);
-    L::accumulate(acc, y[i].d * r[i].d, lane);
+    const ternary_record& r = records(i);
+    L::ternary(r.t, y[i], lane);
+    // sumf = _mm256_add_ps(_mm256_mul_ps(lanes, d), sumf): GCC contracts it into an FMA.
+    L::accumulate(acc, y[i].d * r.d, lane);
   }
   return reduce8(acc);
+}
+
+// The per-token dots (one row, one activation row) and their twins over stored records.
+template <class L, class Block, void (*Decode)(const Block&, decoded&), float Post>
+float dot_plain(const Block* x, const gguf::block_q8_K* y, std::int64_t nb) {
+  return plain_dot<L, Post>(decoding_records<plain_record, Block, record_plain<Block, Decode>>{x, {}}, y, nb);
+}
+template <class L>
+float dot_iq1_s(const gguf::block_iq1_s* x, const gguf::block_q8_K* y, std::int64_t nb) {
+  return iq1_s_dot<L>(decoding_records<iq1_s_record, gguf::block_iq1_s, record_iq1_s>{x, {}}, y, nb);
+}
+template <class L>
+float dot_iq1_m(const gguf::block_iq1_m* x, const gguf::block_q8_K* y, std::int64_t nb) {
+  return iq1_m_dot<L>(decoding_records<iq1_m_record, gguf::block_iq1_m, record_iq1_m>{x, {}}, y, nb);
+}
+template <class L, class Block, void (*Digits)(const Block&, std::uint8_t*)>
+float dot_tq(const Block* x, const gguf::block_q8_K* y, std::int64_t nb) {
+  return ternary_dot<L>(decoding_records<ternary_record, Block, record_ternary<Block, Digits>>{x, {}}, y, nb);
+}
+template <class L, float Post>
+float dot_plain_records(const plain_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+  return plain_dot<L, Post>(stored_records<plain_record>{r}, y, nb);
+}
+template <class L>
+float dot_iq1_s_records(const iq1_s_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+  return iq1_s_dot<L>(stored_records<iq1_s_record>{r}, y, nb);
+}
+template <class L>
+float dot_iq1_m_records(const iq1_m_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+  return iq1_m_dot<L>(stored_records<iq1_m_record>{r}, y, nb);
+}
+template <class L>
+float dot_ternary_records(const ternary_record* r, const gguf::block_q8_K* y, std::int64_t nb) {
+  return ternary_dot<L>(stored_records<ternary_record>{r}, y, nb);
 }
 
 // One activation row: the per-block dot (no record buffer); more: each row's records once.
