@@ -257,7 +257,7 @@ struct q8_0_batch {
   aligned_vector<std::int8_t> quants;
   std::vector<float> d;
   std::vector<int> sum;
-  SPITE_AVX2 q8_0_batch(const float* x, std::int64_t in, std::int64_t n_tokens) {
+  SPITE_AVX2 q8_0_batch(const float* x, std::int64_t in, std::int64_t n_tokens) : tokens(n_tokens) {
     const std::int64_t nb = in / qk0;
     const auto n = static_cast<std::size_t>(nb * n_tokens);
     quants.resize(n * qk0);
@@ -269,7 +269,16 @@ struct q8_0_batch {
         sum[i] = quantize_block_q8_0(x + t * in + b * qk0, quants.data() + qk0 * i, d[i]);
       }
     }
+    if (n_tokens < 4) return;  // only the 4-row tiles read d_by_block
+    d_by_block.resize(n);
+    for (std::int64_t t = 0; t < n_tokens; ++t) {
+      for (std::int64_t b = 0; b < nb; ++b) d_by_block[static_cast<std::size_t>(b * n_tokens + t)] = d[static_cast<std::size_t>(t * nb + b)];
+    }
   }
+  std::int64_t tokens;
+  // The scales again, block-major: block b of activation row t at b * tokens + t, so that a
+  // tile's 4 activation rows take theirs in one load.
+  std::vector<float> d_by_block;
   const std::int8_t* qs(std::size_t i) const noexcept { return quants.data() + qk0 * i; }
   // Bytes of one activation row of nb blocks, as the kernels read it.
   static std::size_t row_bytes(std::int64_t nb) noexcept { return static_cast<std::size_t>(nb) * (qk0 + sizeof(float) + sizeof(int)); }

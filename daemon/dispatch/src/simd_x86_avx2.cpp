@@ -60,6 +60,45 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
   }
 }
 
+// 2 rows times 4 activation rows with both rows in each vector: lanes 0-3 of the reference's 8
+// for row 0 in the low half and for row 1 in the high half (elements 0-15 of each block), lanes
+// 4-7 likewise in a second vector. Each activation half is one broadcast load, each scale pair
+// one in-lane shuffle of the step's 8 scale products.
+SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
+  const auto* row0 = reinterpret_cast<const gguf::block_q8_0*>(w.row(o));
+  const auto* row1 = reinterpret_cast<const gguf::block_q8_0*>(w.row(o + 1));
+  __m256 lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
+  const __m128i dup = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
+  const std::int8_t* x0 = xb.qs(static_cast<std::size_t>(t0 * nb));
+  const std::size_t xs = static_cast<std::size_t>(nb) * qk0;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const __m256i wl = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(row1[b].qs), reinterpret_cast<const __m128i*>(row0[b].qs));
+    const __m256i wh = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(row1[b].qs + 16), reinterpret_cast<const __m128i*>(row0[b].qs + 16));
+    const __m256i al = _mm256_sign_epi8(wl, wl), ah = _mm256_sign_epi8(wh, wh);
+    const auto h = static_cast<int>(static_cast<std::uint32_t>(row0[b].d) | static_cast<std::uint32_t>(row1[b].d) << 16);
+    const __m256 dw = _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(h), dup));
+    const __m256 dx = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(&xb.d_by_block[static_cast<std::size_t>(b * xb.tokens + t0)]));
+    const __m256 scale = _mm256_mul_ps(dw, dx);  // [row 0 x act k | row 1 x act k], k = 0..3
+    const std::int8_t* xq = x0 + qk0 * b;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const auto* xk = reinterpret_cast<const __m128i*>(xq + k * xs);
+      const __m256i xl = _mm256_broadcastsi128_si256(_mm_load_si128(xk));
+      const __m256i xh = _mm256_broadcastsi128_si256(_mm_load_si128(xk + 1));
+      const __m256 sk = _mm256_shuffle_ps(scale, scale, 0x55 * k);
+      lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(al, _mm256_sign_epi8(xl, wl))), lo[k]);
+      hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(ah, _mm256_sign_epi8(xh, wh))), hi[k]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    y[(t0 + k) * w.out + o] = reduce8_vec(_mm256_permute2f128_ps(lo[k], hi[k], 0x20));
+    y[(t0 + k) * w.out + o + 1] = reduce8_vec(_mm256_permute2f128_ps(lo[k], hi[k], 0x31));
+  }
+}
+
 // Rows o..o+R-1 against activation rows [t0, t1).
 template <class Block, int R>
 void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, std::int64_t t1, float* y) {
@@ -76,7 +115,13 @@ void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64
   by_token_tiles(
       t1 - t,
       [&](std::int64_t s) {
-        for (int h = 0; h < R; h += tile_rows) q8_0_tile<Block, tile_rows, 4>(w, o + h, xb, nb, t + s, y);
+        for (int h = 0; h < R; h += tile_rows) {
+          if constexpr (tile_rows == 2 && std::is_same_v<Block, gguf::block_q8_0>) {
+            q8_0_tile_2x4(w, o + h, xb, nb, t + s, y);
+          } else {
+            q8_0_tile<Block, tile_rows, 4>(w, o + h, xb, nb, t + s, y);
+          }
+        }
       },
       [&](std::int64_t s) { q8_0_tile<Block, R, 1>(w, o, xb, nb, t + s, y); });
 }
