@@ -210,6 +210,75 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
   for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(a[k].acc, a[k].acc_min));
 }
 
+// Four activation rows that all take the GEMM's float order (the tiles of a prefill): the
+// general tile above carries both orders' accumulators per row, 16 vectors that GCC keeps on
+// the stack, and decides per sub-block pair. Here a block's min terms go first, each row's
+// accumulator loaded once for its 4 pairs, and the quants' sums after the chunks of each pair;
+// each accumulator sees the same operations in the same order as in the general tile.
+SPITE_AVX2 void q4_K_packed_gemm4(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
+                                  std::int64_t out, float* y) {
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  __m256 acc[4], acc_min[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
+  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * q4_K_packed_block,
+                                  static_cast<std::size_t>(nb) * q4_K_packed_block, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group + static_cast<std::size_t>(b) * q4_K_packed_block;
+    const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_scales);
+    const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_mins);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+    const gguf::block_q8_K* x[4];
+    __m256 ds[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      x[k] = &xq[(t0 + k) * nb + b];
+      const __m256 xd = _mm256_set1_ps(x[k]->d);
+      ds[k] = _mm256_mul_ps(dw, xd);
+      // Sub-block pair j's activation sums as one int16 pair (sub-blocks 2j, 2j + 1) in lane
+      // j of the low half (j < 2) or j - 2 of the high half, as q4_K_terms lays them out.
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->bsums));
+      const __m256i pairs = _mm256_hadd_epi16(bs, bs);
+      const __m256 dm = _mm256_mul_ps(dmw, xd);
+      __m256 am = acc_min[k];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16 * j)));
+        const __m128i half = j < 2 ? _mm256_castsi256_si128(pairs) : _mm256_extracti128_si256(pairs, 1);
+        const __m256i pm = _mm256_madd_epi16(mins, _mm256_broadcastd_epi32(j % 2 == 0 ? half : _mm_srli_si128(half, 4)));
+        am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), dm, am);
+      }
+      acc_min[k] = am;
+    }
+    for (int j = 0; j < 4; ++j) {
+      if (t0 == 0) ahead.step(b, j, 4);
+      __m256i a0[4], a1[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) a0[k] = a1[k] = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + q4_K_packed_quants + 256 * j + 32 * c));
+        const __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const std::int8_t* x0 = x[k]->qs + 64 * j + 4 * c;
+          a0[k] = _mm256_add_epi16(a0[k], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(load_u32(x0))));
+          a1[k] = _mm256_add_epi16(a1[k], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(load_u32(x0 + 32))));
+          __asm__("" : "+x"(a0[k]), "+x"(a1[k]));  // as in the general tile: no re-associated tree
+        }
+      }
+      const row_scale_pairs s(sc + 16 * j);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m256i pair = _mm256_add_epi32(_mm256_madd_epi16(a0[k], s.lo), _mm256_madd_epi16(a1[k], s.hi));
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair), ds[k], acc[k]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(acc[k], acc_min[k]));
+}
+
 void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
                         thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
@@ -220,7 +289,13 @@ void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
   by_groups_and_token_blocks(w.out / 8, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
     const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_K_packed_block;
     std::int64_t t = t0;
-    for (; t + 4 <= t1; t += 4) tiles.four(group, nb, xq, t, ng, w.out, y + 8 * g);
+    for (; t + 4 <= t1; t += 4) {
+      if (vnni == nullptr && t + 4 <= ng) {
+        q4_K_packed_gemm4(group, nb, xq, t, w.out, y + 8 * g);
+      } else {
+        tiles.four(group, nb, xq, t, ng, w.out, y + 8 * g);
+      }
+    }
     for (; t < t1; ++t) tiles.one(group, nb, xq, t, ng, w.out, y + 8 * g);
   });
 }
