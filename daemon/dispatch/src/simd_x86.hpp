@@ -101,27 +101,66 @@ SPITE_AVX2 inline __m256i signed_pairs(__m256i q, __m256i abs_q, __m256i x) {
   return _mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(x, q));
 }
 
-// The 8 int32 lanes of one super-block of an unpacked K-quant row for K activation rows:
-// quants q (256) times the activations, int16 pair sums times the group's scales (16 int16 per
-// 32-element group), lane L collecting elements 4L..4L+3 of every group. The quants are unsigned,
-// or with Signed (Q3_K's -4..3) signed, multiplied through their magnitudes (signed_pairs): one
-// multiply per pair sum instead of (q + 4) x and 4 x.
-template <int K, bool Signed = false>
-SPITE_AVX2 inline void super_block_lanes(const std::uint8_t* q, const std::int16_t* scales, const gguf::block_q8_K* const* x,
-                                         __m256i* lanes) {
-  for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+// The 8 int32 lanes of one super-block of R unpacked K-quant rows for K activation rows (row
+// r, activation row k in lanes[r * K + k]): quants q (256) times the activations, int16 pair sums
+// times the group's scales (16 int16 per 32-element group), lane L collecting elements
+// 4L..4L+3 of every group. The quants are unsigned, or with Signed (Q3_K's -4..3) signed,
+// multiplied through their magnitudes (signed_pairs): one multiply per pair sum instead of
+// (q + 4) x and 4 x. Two rows share each activation load, which halves what a batch reads
+// from L2 per product.
+template <int R, int K, bool Signed = false>
+SPITE_AVX2 inline void super_block_lanes(const std::uint8_t* const* q, const std::int16_t* const* scales,
+                                         const gguf::block_q8_K* const* x, __m256i* lanes) {
+#pragma GCC unroll 8
+  for (int i = 0; i < R * K; ++i) lanes[i] = _mm256_setzero_si256();
   for (int g = 0; g < 8; ++g) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
-    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * g));
-    const __m256i abs_v = Signed ? _mm256_abs_epi8(v) : v;
+    __m256i v[R], abs_v[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[r] + 32 * g));
+      abs_v[r] = Signed ? _mm256_abs_epi8(v[r]) : v[r];
+    }
+#pragma GCC unroll 4
     for (int k = 0; k < K; ++k) {
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->qs + 32 * g));
-      const __m256i pairs = Signed ? signed_pairs(v, abs_v, xv) : _mm256_maddubs_epi16(v, xv);
-      lanes[k] = _mm256_add_epi32(lanes[k], _mm256_madd_epi16(pairs, s));
-      // Keeps GCC from re-associating the 8 groups' sums into a tree whose products it spills.
-      if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+        const __m256i pairs = Signed ? signed_pairs(v[r], abs_v[r], xv) : _mm256_maddubs_epi16(v[r], xv);
+        const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[r] + 16 * g));
+        lanes[r * K + k] = _mm256_add_epi32(lanes[r * K + k], _mm256_madd_epi16(pairs, s));
+        // Keeps GCC from re-associating the 8 groups' sums into a tree whose products it spills.
+        if constexpr (R * K > 1) __asm__("" : "+x"(lanes[r * K + k]));
+      }
     }
   }
+}
+
+// Batches of a K-quant type whose rows are unpacked once per use (Row: one row's buffers):
+// work items of 2 rows and a block of activation rows (`block`, sized to stay in L2 while the
+// items of the block pass); each item unpacks its rows, then tile4(rows, o, t) for each 4
+// activation rows from t and tile1(row, o, t) for the others (and for a last odd row).
+template <class Row, class Unpack, class Tile4, class Tile1>
+void by_unpacked_row_pairs(std::int64_t in, std::int64_t out, std::int64_t n_tokens, std::int64_t block, thread_pool& pool,
+                           const Unpack& unpack, const Tile4& tile4, const Tile1& tile1) {
+  const std::int64_t pairs = (out + 1) / 2, blocks = (n_tokens + block - 1) / block;
+  pool.parallel_for(pairs * blocks, [&](std::int64_t begin, std::int64_t end, int) {
+    Row rows[2] = {Row(in), Row(in)};
+    const Row* both[2] = {&rows[0], &rows[1]};
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t o = 2 * (i % pairs), t0 = i / pairs * block, t1 = std::min(n_tokens, t0 + block);
+      const bool pair = o + 1 < out;
+      unpack(o, rows[0]);
+      if (pair) unpack(o + 1, rows[1]);
+      std::int64_t t = t0;
+      if (pair) {
+        for (; t + 4 <= t1; t += 4) tile4(both, o, t);
+      }
+      for (; t < t1; ++t) {
+        tile1(rows[0], o, t);
+        if (pair) tile1(rows[1], o + 1, t);
+      }
+    }
+  });
 }
 
 // rows4(o) for each group of 4 output rows from o, rows1(o) for each row of a last partial

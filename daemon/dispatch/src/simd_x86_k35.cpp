@@ -152,41 +152,61 @@ SPITE_AVX2 inline __m128 mins_terms4(__m128 summs, __m256i mins, const gguf::blo
   return _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(sums), summs);
 }
 
-// K activation rows against one unpacked row; each keeps its own lanes, as the reference.
-template <bool IsQ3, int K>
-SPITE_AVX2 void row_dot(const k_row& r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
-                        std::int64_t o, float* y) {
+// R unpacked rows against K activation rows; each pair keeps its own lanes, as the reference.
+template <bool IsQ3, int R, int K>
+SPITE_AVX2 void row_dot(const k_row* const* rows, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                        std::int64_t out, std::int64_t o, float* y) {
   static_assert(K == 1 || K == 4);
-  __m256 acc[K];
-  float summs1 = 0.0f;
-  __m128 summs4 = _mm_setzero_ps();
-  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+  __m256 acc[R][K];
+  float summs1[R];
+  __m128 summs4[R];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) {
+    summs1[r] = 0.0f;
+    summs4[r] = _mm_setzero_ps();
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) acc[r][k] = _mm256_setzero_ps();
+  }
   for (std::int64_t b = 0; b < nb; ++b) {
-    __m256i lanes[K];
+    __m256i lanes[R * K];
     const gguf::block_q8_K* xs[K];
-    #pragma GCC unroll 8
+    const std::uint8_t* q[R];
+    const std::int16_t* sc[R];
+#pragma GCC unroll 4
     for (int k = 0; k < K; ++k) xs[k] = &xq[(t0 + k) * nb + b];
-    super_block_lanes<K, IsQ3>(r.q.data() + b * qkk, r.scales.data() + 16 * 8 * b, xs, lanes);
-    #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) {
-      const float d = xs[k]->d * r.d[static_cast<std::size_t>(b)];
-      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[k]), acc[k]);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      q[r] = rows[r]->q.data() + b * qkk;
+      sc[r] = rows[r]->scales.data() + 16 * 8 * b;
     }
-    if constexpr (!IsQ3) {
-      const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.mins.data() + 16 * b));
-      const float dmin_w = r.dmin[static_cast<std::size_t>(b)];
-      if constexpr (K == 4) {
-        summs4 = mins_terms4(summs4, mins, xs, dmin_w);
-      } else {
-        summs1 = std::fma(-xs[0]->d * dmin_w, static_cast<float>(mins_sum(mins, *xs[0])), summs1);
+    super_block_lanes<R, K, IsQ3>(q, sc, xs, lanes);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      const k_row& row = *rows[r];
+#pragma GCC unroll 4
+      for (int k = 0; k < K; ++k) {
+        const float d = xs[k]->d * row.d[static_cast<std::size_t>(b)];
+        acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[r * K + k]), acc[r][k]);
+      }
+      if constexpr (!IsQ3) {
+        const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row.mins.data() + 16 * b));
+        const float dmin_w = row.dmin[static_cast<std::size_t>(b)];
+        if constexpr (K == 4) {
+          summs4[r] = mins_terms4(summs4[r], mins, xs, dmin_w);
+        } else {
+          summs1[r] = std::fma(-xs[0]->d * dmin_w, static_cast<float>(mins_sum(mins, *xs[0])), summs1[r]);
+        }
       }
     }
   }
-  alignas(16) float summs[4] = {summs1};
-  if constexpr (K == 4) _mm_store_ps(summs, summs4);
-#pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) {
-    y[(t0 + k) * out + o] = IsQ3 ? reduce8_vec(acc[k]) : reduce8_vec(acc[k]) + summs[k];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) {
+    alignas(16) float summs[4] = {summs1[r]};
+    if constexpr (K == 4) _mm_store_ps(summs, summs4[r]);
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) {
+      y[(t0 + k) * out + o + r] = IsQ3 ? reduce8_vec(acc[r][k]) : reduce8_vec(acc[r][k]) + summs[k];
+    }
   }
 }
 
@@ -278,15 +298,14 @@ void matmul_k35(const weight& w, const float* x, std::int64_t n_tokens, float* y
                   [&](std::int64_t o) { rows.template operator()<1>(o); });
     return;
   }
-  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
-    k_row r(w.in);
-    for (std::int64_t o = begin; o < end; ++o) {
-      unpack_row(reinterpret_cast<const Block*>(w.row(o)), nb, r);
-      by_token_tiles(
-          n_tokens, [&](std::int64_t t) { row_dot<is_q3, 4>(r, xq.data(), nb, t, out, o, y); },
-          [&](std::int64_t t) { row_dot<is_q3, 1>(r, xq.data(), nb, t, out, o, y); });
-    }
-  });
+  by_unpacked_row_pairs<k_row>(
+      w.in, out, n_tokens, token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K)), pool,
+      [&](std::int64_t o, k_row& r) { unpack_row(reinterpret_cast<const Block*>(w.row(o)), nb, r); },
+      [&](const k_row* const* rows, std::int64_t o, std::int64_t t) { row_dot<is_q3, 2, 4>(rows, xq.data(), nb, t, out, o, y); },
+      [&](const k_row& row, std::int64_t o, std::int64_t t) {
+        const k_row* one = &row;
+        row_dot<is_q3, 1, 1>(&one, xq.data(), nb, t, out, o, y);
+      });
 }
 
 }  // namespace

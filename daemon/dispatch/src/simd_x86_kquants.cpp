@@ -371,29 +371,47 @@ SPITE_AVX2 void unpack_q6_K_row(const gguf::block_q6_K* w, std::int64_t nb, q6_K
   }
 }
 
-// K activation rows against one unpacked row; each keeps its own 8 lanes.
-template <int K>
-SPITE_AVX2 void q6_K_dot(const q6_K_row& r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+// R unpacked rows against K activation rows; each pair keeps its own 8 lanes.
+template <int R, int K>
+SPITE_AVX2 void q6_K_dot(const q6_K_row* const* rows, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
                          std::int64_t out, std::int64_t o, float* y) {
-  __m256 acc[K];
-  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+  __m256 acc[R][K];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) acc[r][k] = _mm256_setzero_ps();
+  }
   for (std::int64_t b = 0; b < nb; ++b) {
-    __m256i lanes[K];
+    __m256i lanes[R * K];
     const gguf::block_q8_K* xs[K];
-    #pragma GCC unroll 8
+    const std::uint8_t* q[R];
+    const std::int16_t* sc[R];
+#pragma GCC unroll 4
     for (int k = 0; k < K; ++k) xs[k] = &xq[(t0 + k) * nb + b];
-    super_block_lanes<K>(r.q.data() + b * qkk, r.scales.data() + 16 * 8 * b, xs, lanes);
-    #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) {
-      const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
-      // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
-      const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.offsets.data() + 16 * b)), bs), 5));
-      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * r.d[static_cast<std::size_t>(b)]), _mm256_cvtepi32_ps(l), acc[k]);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      q[r] = rows[r]->q.data() + b * qkk;
+      sc[r] = rows[r]->scales.data() + 16 * 8 * b;
+    }
+    super_block_lanes<R, K>(q, sc, xs, lanes);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      const __m256i offsets = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r]->offsets.data() + 16 * b));
+      const float dw = rows[r]->d[static_cast<std::size_t>(b)];
+#pragma GCC unroll 4
+      for (int k = 0; k < K; ++k) {
+        // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[k]->bsums));
+        const __m256i l = _mm256_sub_epi32(lanes[r * K + k], _mm256_slli_epi32(_mm256_madd_epi16(offsets, bs), 5));
+        acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(xs[k]->d * dw), _mm256_cvtepi32_ps(l), acc[r][k]);
+      }
     }
   }
-#pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = reduce8_vec(acc[k]);
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) y[(t0 + k) * out + o + r] = reduce8_vec(acc[r][k]);
+  }
 }
 
 // Decode and small batches: the quants built in registers where they are used, R rows at a
@@ -483,15 +501,14 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
     });
     return;
   }
-  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
-    q6_K_row r(w.in);
-    for (std::int64_t o = begin; o < end; ++o) {
-      unpack_q6_K_row(reinterpret_cast<const gguf::block_q6_K*>(w.row(o)), nb, r);
-      by_token_tiles(
-          n_tokens, [&](std::int64_t t) { q6_K_dot<4>(r, xq.data(), nb, t, out, o, y); },
-          [&](std::int64_t t) { q6_K_dot<1>(r, xq.data(), nb, t, out, o, y); });
-    }
-  });
+  by_unpacked_row_pairs<q6_K_row>(
+      w.in, out, n_tokens, token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K)), pool,
+      [&](std::int64_t o, q6_K_row& r) { unpack_q6_K_row(reinterpret_cast<const gguf::block_q6_K*>(w.row(o)), nb, r); },
+      [&](const q6_K_row* const* rows, std::int64_t o, std::int64_t t) { q6_K_dot<2, 4>(rows, xq.data(), nb, t, out, o, y); },
+      [&](const q6_K_row& row, std::int64_t o, std::int64_t t) {
+        const q6_K_row* one = &row;
+        q6_K_dot<1, 1>(&one, xq.data(), nb, t, out, o, y);
+      });
 }
 
 }  // namespace
