@@ -4,6 +4,7 @@
 //
 //   spitectl bench --model M [-p 512] [-n 128] [-t THREADS] [-r REPS] [--parallel B] [--no-flash-attn] [--json]
 //   spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--json]
+//   spitectl bench --ceilings [--json]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -150,6 +151,27 @@ int run_matmul_bench(const args& a) {
   return exit_ok;
 }
 
+// The ceilings of the kernels' instruction sequences on this core (bench::measure_sequence_ceilings).
+int run_ceilings(const args& a) {
+  const bench::sequence_ceilings c = bench::measure_sequence_ceilings();
+  if (a.has("--json")) {
+    std::cout << c.to_json().dump(2) << "\n";
+    return exit_ok;
+  }
+  if (c.sequences.empty()) {
+    std::printf("ceilings   : not measured here (the sequences are AVX2 and FMA forms on x86-64)\n");
+    return exit_ok;
+  }
+  std::printf("ceilings   : the kernels' exact instruction sequences with operands in registers or L1, one thread (%s)\n",
+              c.isa.c_str());
+  std::printf("8-bit peak : %.1f G ops/s\n", c.peak_int8_gops);
+  for (const auto& s : c.sequences) {
+    std::printf("%-14s: %3.0f%% of %s -- %s; %s\n", s.name.c_str(), 100 * s.fraction, s.of.c_str(), s.kernels.c_str(),
+                s.sequence.c_str());
+  }
+  return exit_ok;
+}
+
 }  // namespace
 
 int run_bench(const std::vector<std::string>& argv) {
@@ -165,6 +187,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("--matmul", "TYPE:IN:OUT", "instead of a model: one weight matrix of this type and shape, random values")
       .option("--tokens", "N", "with --matmul: activation rows per product (default 1, a decode step)")
       .flag("--no-repack", "with --matmul: the file's layout, not the load-time packed one")
+      .flag("--ceilings", "instead of a model: how fast this core runs each kernel family's instruction sequence")
       .option("--kernels", "DIRS", "kernel plug-in directories (in this process)")
       .flag("--reference-kernels", "use only the built-in kernels (in this process)")
       .flag("--no-probes", "skip the bandwidth, peak FLOP/s and 8-bit peak probes")
@@ -173,15 +196,17 @@ int run_bench(const std::vector<std::string>& argv) {
       .flag("--json", "machine-readable output")
       .flag("--help", "show this help");
   auto parsed = a.parse(argv);
-  if (!parsed || a.has("--help") || (!a.get("--model") && !a.get("--matmul"))) {
+  if (!parsed || a.has("--help") || (!a.get("--model") && !a.get("--matmul") && !a.has("--ceilings"))) {
     if (!parsed) std::fprintf(stderr, "spitectl bench: %s\n", parsed.err().message.c_str());
-    else if (!a.has("--help")) std::fprintf(stderr, "spitectl bench: --model or --matmul is required\n");
+    else if (!a.has("--help")) std::fprintf(stderr, "spitectl bench: --model, --matmul or --ceilings is required\n");
     std::fprintf(a.has("--help") ? stdout : stderr,
                  "usage: spitectl bench --model M [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--parallel B] [--json]\n"
-                 "       spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--json]\n%s",
+                 "       spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--json]\n"
+                 "       spitectl bench --ceilings [--json]\n%s",
                  a.help().c_str());
     return a.has("--help") && parsed ? exit_ok : exit_usage;
   }
+  if (a.has("--ceilings")) return run_ceilings(a);
   if (a.get("--matmul")) return run_matmul_bench(a);
   bool ok = true;
   bench::bench_options o;

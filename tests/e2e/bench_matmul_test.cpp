@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "process.hpp"
 #include "spite/gguf/types.hpp"
@@ -79,4 +80,37 @@ TEST_CASE("bench --matmul refuses a bad spec or a shape its type cannot hold, wi
   refused("Q4_0:64:0", "in and out 1..1048576");
   refused("Q4_0:64:64x", "TYPE:IN:OUT");
   refused("F32:2000000:8", "in and out 1..1048576");
+}
+
+TEST_CASE("bench --ceilings measures each quantized kernel family's instruction sequence against the 8-bit peak") {
+  const auto r = run_process({SPITECTL_PATH, "bench", "--ceilings", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  const auto& sequences = j.at("sequences");
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    CHECK(sequences.empty());
+    return;
+  }
+  CHECK(j.at("isa") == "avx2");
+  CHECK(j.at("peak_int8_gop_per_s").get<double>() > 0);
+  std::vector<std::string> names;
+  for (const auto& s : sequences) {
+    names.push_back(s.at("name").get<std::string>());
+    CHECK(s.at("of") == "8-bit peak");
+    CHECK(!s.at("kernels").get<std::string>().empty());
+    // Each sequence has a VPMADDUBSW per 32 products and more besides: below the peak it is
+    // measured against (which runs VPMADDUBSW alone), with room for the host's noise.
+    const double f = s.at("fraction").get<double>();
+    CHECK(f > 0.05);
+    CHECK(f < 1.1);
+  }
+  CHECK(names == std::vector<std::string>{"q8_0_block", "k_quant_group", "packed_chunk"});
+  const auto text = run_process({SPITECTL_PATH, "bench", "--ceilings"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("of 8-bit peak") != std::string::npos);
+#else
+  CHECK(sequences.empty());
+#endif
 }

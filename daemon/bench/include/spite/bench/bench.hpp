@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "spite/core/result.hpp"
@@ -30,6 +31,23 @@ double measure_peak_gflops(int threads);
 // VPMADDUBSW with AVX2) on every thread: G ops/s, 2 per product. The ceiling of the quantized
 // matmuls, whose activations are 8-bit: they can pass the f32 FMA peak but not this one.
 double measure_peak_int8_gops(int threads);
+
+// How fast this core retires the exact instruction sequences of the quantized CPU kernel
+// families, with every operand in registers or L1, single-threaded: each as a fraction of the
+// 8-bit multiply peak (`of`). A kernel cannot beat its family's fraction of the peak;
+// `spitectl bench --ceilings` prints them. Empty where their instructions (AVX2 and FMA on
+// x86-64) are missing.
+struct sequence_ceiling {
+  std::string name, kernels, sequence, of;
+  double fraction = 0;
+};
+struct sequence_ceilings {
+  std::string isa;            // "avx2", or empty where nothing was measured
+  double peak_int8_gops = 0;  // the 8-bit peak measured the same way, one thread
+  std::vector<sequence_ceiling> sequences;
+  nlohmann::json to_json() const;
+};
+sequence_ceilings measure_sequence_ceilings();
 
 struct bench_options {
   std::int32_t n_prompt = 512;  // prefill tokens; 0 skips prefill

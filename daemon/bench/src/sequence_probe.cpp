@@ -1,0 +1,126 @@
+// Ceilings of the quantized CPU kernels' exact instruction sequences on this core. The matmuls
+// reproduce the reference engine's integer lanes and float steps bit for bit, which fixes the
+// instructions per 32 products; how fast the core retires those sequences, with every operand
+// in registers or L1, bounds each kernel family below the 8-bit multiply peak.
+// Written in assembly so that the compiler neither folds nor spills them; AVX2 forms (the
+// AVX-512 VNNI kernels run other sequences).
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "spite/bench/bench.hpp"
+
+namespace spite::bench {
+namespace {
+
+#if defined(__x86_64__)
+
+// Seconds per iteration of each of `fns`, the best of `passes` runs of `iters` iterations;
+// the functions take turns within each pass, so that the host's changing load falls on all
+// of them alike (only ratios are reported).
+std::vector<double> seconds_per_iteration(const std::vector<void (*)(long)>& fns, long iters, int passes) {
+  std::vector<double> best(fns.size(), 1e30);
+  for (int pass = 0; pass < passes; ++pass) {
+    for (std::size_t i = 0; i < fns.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fns[i](iters);
+      best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  for (double& b : best) b /= static_cast<double>(iters);
+  return best;
+}
+
+alignas(64) unsigned char scratch[512];  // what the sequences load: L1, values irrelevant
+
+// 12 independent VPMADDUBSW chains: 12 x 32 products per iteration.
+void maddubs_peak(long n) {
+  for (long i = 0; i < n; ++i) {
+    __asm__ volatile(
+        "vpmaddubsw %%ymm0, %%ymm4, %%ymm4\n\tvpmaddubsw %%ymm0, %%ymm5, %%ymm5\n\tvpmaddubsw %%ymm0, %%ymm6, %%ymm6\n\t"
+        "vpmaddubsw %%ymm0, %%ymm7, %%ymm7\n\tvpmaddubsw %%ymm0, %%ymm8, %%ymm8\n\tvpmaddubsw %%ymm0, %%ymm9, %%ymm9\n\t"
+        "vpmaddubsw %%ymm0, %%ymm10, %%ymm10\n\tvpmaddubsw %%ymm0, %%ymm11, %%ymm11\n\tvpmaddubsw %%ymm0, %%ymm12, %%ymm12\n\t"
+        "vpmaddubsw %%ymm0, %%ymm13, %%ymm13\n\tvpmaddubsw %%ymm0, %%ymm14, %%ymm14\n\tvpmaddubsw %%ymm0, %%ymm15, %%ymm15" ::
+            : "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+  }
+}
+
+// Q8_0-style block against an activation block (ggml's mul_sum_i8_pairs_float and fma): signs
+// moved onto the activations, u8 x s8 pair sums, widened to int32 lanes, to float, scaled into
+// the block's accumulator. 8 blocks (8 x 32 products) per iteration, 8 accumulators.
+#define SPITE_Q8_BLOCK(ACC)                                                                                       \
+  "vpsignb %%ymm1, %%ymm0, %%ymm6\n\tvpmaddubsw %%ymm6, %%ymm2, %%ymm6\n\tvpmaddwd %%ymm3, %%ymm6, %%ymm6\n\t" \
+  "vcvtdq2ps %%ymm6, %%ymm6\n\tvfmadd231ps %%ymm6, %%ymm4, %%ymm" #ACC "\n\t"
+void q8_0_blocks(long n) {
+  for (long i = 0; i < n; ++i) {
+    __asm__ volatile(SPITE_Q8_BLOCK(8) SPITE_Q8_BLOCK(9) SPITE_Q8_BLOCK(10) SPITE_Q8_BLOCK(11) SPITE_Q8_BLOCK(12)
+                         SPITE_Q8_BLOCK(13) SPITE_Q8_BLOCK(14) SPITE_Q8_BLOCK(15) ::
+                             : "xmm6", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+  }
+}
+#undef SPITE_Q8_BLOCK
+
+// An unpacked K-quant row (Q5_K, Q6_K): u8 x s8 pair sums times the group's int16 scales into
+// int32 lanes. 8 x 32 products per iteration.
+#define SPITE_K_GROUP(ACC) "vpmaddubsw %%ymm0, %%ymm1, %%ymm6\n\tvpmaddwd %%ymm2, %%ymm6, %%ymm6\n\tvpaddd %%ymm6, %%ymm" #ACC ", %%ymm" #ACC "\n\t"
+void k_quant_groups(long n) {
+  for (long i = 0; i < n; ++i) {
+    __asm__ volatile(SPITE_K_GROUP(8) SPITE_K_GROUP(9) SPITE_K_GROUP(10) SPITE_K_GROUP(11) SPITE_K_GROUP(12)
+                         SPITE_K_GROUP(13) SPITE_K_GROUP(14) SPITE_K_GROUP(15) ::
+                             : "xmm6", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+  }
+}
+#undef SPITE_K_GROUP
+
+// One 32-byte chunk of a packed group (8 rows x 4 elements, two nibbles) unpacked, then for 4
+// activation rows: their 4 bytes broadcast, u8 x s8 pair sums added into int16 sums (packed
+// Q4_0 / Q4_K tiles). 8 x 32 products per iteration.
+#define SPITE_PACKED(OFF, Q, ACC) \
+  "vpbroadcastd " #OFF "(%0), %%ymm7\n\tvpmaddubsw %%ymm7, %%ymm" #Q ", %%ymm7\n\tvpaddw %%ymm7, %%ymm" #ACC ", %%ymm" #ACC "\n\t"
+void packed_chunks(long n) {
+  for (long i = 0; i < n; ++i) {
+    __asm__ volatile("vmovdqu 256(%0), %%ymm1\n\tvpand %%ymm0, %%ymm1, %%ymm2\n\tvpsrlw $4, %%ymm1, %%ymm1\n\t"
+                     "vpand %%ymm0, %%ymm1, %%ymm3\n\t" SPITE_PACKED(0, 2, 8) SPITE_PACKED(32, 3, 9) SPITE_PACKED(64, 2, 10)
+                         SPITE_PACKED(96, 3, 11) SPITE_PACKED(128, 2, 12) SPITE_PACKED(160, 3, 13) SPITE_PACKED(192, 2, 14)
+                             SPITE_PACKED(224, 3, 15)::"r"(scratch)
+                     : "xmm1", "xmm2", "xmm3", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+                       "memory");
+  }
+}
+#undef SPITE_PACKED
+
+#endif
+
+}  // namespace
+
+sequence_ceilings measure_sequence_ceilings() {
+  sequence_ceilings c;
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return c;
+  c.isa = "avx2";
+  // A few ms per run; 15 turns each.
+  const std::vector<double> t =
+      seconds_per_iteration({maddubs_peak, q8_0_blocks, k_quant_groups, packed_chunks}, 1'000'000, 15);
+  const double peak = 12.0 * 32 * 2 / t[0];  // ops/s
+  c.peak_int8_gops = peak / 1e9;
+  const auto of_peak = [&](double seconds) { return 8.0 * 32 * 2 / seconds / peak; };
+  c.sequences.push_back({"q8_0_block", "Q8_0, Q5_0 batches", "per 32 products: vpsignb, vpmaddubsw, vpmaddwd, vcvtdq2ps, vfmadd",
+                         "8-bit peak", of_peak(t[1])});
+  c.sequences.push_back({"k_quant_group", "Q3_K, Q5_K, Q6_K batches (unpacked rows)",
+                         "per 32 products: vpmaddubsw, vpmaddwd by the group scales, vpaddd", "8-bit peak", of_peak(t[2])});
+  c.sequences.push_back({"packed_chunk", "packed Q4_0, Q4_K, IQ4_NL batches",
+                         "per 32 products: vpbroadcastd, vpmaddubsw, vpaddw; per 8 of them one chunk unpacked", "8-bit peak",
+                         of_peak(t[3])});
+#endif
+  return c;
+}
+
+nlohmann::json sequence_ceilings::to_json() const {
+  nlohmann::json seqs = nlohmann::json::array();
+  for (const auto& s : sequences) {
+    seqs.push_back({{"name", s.name}, {"kernels", s.kernels}, {"sequence", s.sequence}, {"of", s.of}, {"fraction", s.fraction}});
+  }
+  return {{"isa", isa}, {"peak_int8_gop_per_s", peak_int8_gops}, {"sequences", seqs}};
+}
+
+}  // namespace spite::bench
