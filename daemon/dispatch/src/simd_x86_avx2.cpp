@@ -165,7 +165,7 @@ SPITE_AVX2 void q4_0_dot_rows8(const rows8_buffer& u, std::int64_t in, const q8_
       p[r] = dot_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u.q.data() + r * in + qk0 * b)), xv);
     }
     // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
-    const __m256i isum = _mm256_sub_epi32(transpose_sum8(p), _mm256_set1_epi32(8 * xb.sum[i]));
+    const __m256i isum = _mm256_sub_epi32(transpose_sum8(p), _mm256_set1_epi32(xb.sum8[i]));
     const __m256 d = _mm256_mul_ps(_mm256_loadu_ps(u.d.data() + 8 * b), _mm256_set1_ps(xb.d[i]));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
   }
@@ -198,7 +198,7 @@ SPITE_AVX2 void q4_0_fused_rows8(const weight& w, std::int64_t o, const q8_0_bat
     }
     const __m128i s0123 = _mm_hadd_epi32(_mm_hadd_epi32(p[0], p[1]), _mm_hadd_epi32(p[2], p[3]));
     const __m128i s4567 = _mm_hadd_epi32(_mm_hadd_epi32(p[4], p[5]), _mm_hadd_epi32(p[6], p[7]));
-    const __m256i isum = _mm256_sub_epi32(_mm256_set_m128i(s4567, s0123), _mm256_set1_epi32(8 * xb.sum[i]));
+    const __m256i isum = _mm256_sub_epi32(_mm256_set_m128i(s4567, s0123), _mm256_set1_epi32(xb.sum8[i]));
     const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(xb.d[i]));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
   }
@@ -243,8 +243,8 @@ struct q4_0_sums {
     }
 #pragma GCC unroll 8
     for (int k = 0; k < K; ++k) {
-      const int xsum = xb.sum[static_cast<std::size_t>((t0 + k) * nb + b)];
-      sum[k] = _mm256_sub_epi32(_mm256_madd_epi16(s16[k], _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * xsum));
+      const int xsum8 = xb.sum8[static_cast<std::size_t>((t0 + k) * nb + b)];
+      sum[k] = _mm256_sub_epi32(_mm256_madd_epi16(s16[k], _mm256_set1_epi16(1)), _mm256_set1_epi32(xsum8));
     }
   }
 };

@@ -115,7 +115,7 @@ SPITE_AVX512 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_
       }
       // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
       const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1)),
-                                            _mm256_set1_epi32(8 * xb.sum[i]));
+                                            _mm256_set1_epi32(xb.sum8[i]));
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d[i])), acc[k]);
     }
   }
