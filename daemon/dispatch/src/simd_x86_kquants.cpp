@@ -457,16 +457,21 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
           for (int k = 0; k < K; ++k) {
             const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
             lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(q, xv, scales));
+            // Keeps GCC from re-associating the 8 groups' sums into a tree whose products it spills.
+            if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));
           }
         }
       }
       const float dw = _cvtsh_ss(blk.d);
+      // The block's scales widened again from memory: kept from the start they would take a
+      // register the group loop needs.
+      const __m256i all = K > 1 ? _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))) : scales16.all;
       #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) {
         const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
         // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
-        const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(scales16.all, bs), 5));
+        const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(all, bs), 5));
         acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * dw), _mm256_cvtepi32_ps(l), acc[r][k]);
       }
     }
