@@ -63,10 +63,12 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
 // 2 rows times 4 activation rows with both rows in each vector: lanes 0-3 of the reference's 8
 // for row 0 in the low half and for row 1 in the high half (elements 0-15 of each block), lanes
 // 4-7 likewise in a second vector. Each activation half is one broadcast load, each scale pair
-// one in-lane shuffle of the step's 8 scale products.
+// one in-lane shuffle of the step's 8 scale products. Q8_0's halves load straight into place;
+// Q5_0's are built (signed_quants) and swapped across the rows.
+template <class Block>
 SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
-  const auto* row0 = reinterpret_cast<const gguf::block_q8_0*>(w.row(o));
-  const auto* row1 = reinterpret_cast<const gguf::block_q8_0*>(w.row(o + 1));
+  const auto* row0 = reinterpret_cast<const Block*>(w.row(o));
+  const auto* row1 = reinterpret_cast<const Block*>(w.row(o + 1));
   __m256 lo[4], hi[4];
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
@@ -74,8 +76,15 @@ SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch&
   const std::int8_t* x0 = xb.qs(static_cast<std::size_t>(t0 * nb));
   const std::size_t xs = static_cast<std::size_t>(nb) * qk0;
   for (std::int64_t b = 0; b < nb; ++b) {
-    const __m256i wl = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(row1[b].qs), reinterpret_cast<const __m128i*>(row0[b].qs));
-    const __m256i wh = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(row1[b].qs + 16), reinterpret_cast<const __m128i*>(row0[b].qs + 16));
+    __m256i wl, wh;
+    if constexpr (std::is_same_v<Block, gguf::block_q8_0>) {
+      wl = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(row1[b].qs), reinterpret_cast<const __m128i*>(row0[b].qs));
+      wh = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(row1[b].qs + 16), reinterpret_cast<const __m128i*>(row0[b].qs + 16));
+    } else {
+      const __m256i q0 = signed_quants(row0[b]), q1 = signed_quants(row1[b]);
+      wl = _mm256_permute2x128_si256(q0, q1, 0x20);
+      wh = _mm256_permute2x128_si256(q0, q1, 0x31);
+    }
     const __m256i al = _mm256_sign_epi8(wl, wl), ah = _mm256_sign_epi8(wh, wh);
     const auto h = static_cast<int>(static_cast<std::uint32_t>(row0[b].d) | static_cast<std::uint32_t>(row1[b].d) << 16);
     const __m256 dw = _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(h), dup));
@@ -116,8 +125,8 @@ void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64
       t1 - t,
       [&](std::int64_t s) {
         for (int h = 0; h < R; h += tile_rows) {
-          if constexpr (tile_rows == 2 && std::is_same_v<Block, gguf::block_q8_0>) {
-            q8_0_tile_2x4(w, o + h, xb, nb, t + s, y);
+          if constexpr (tile_rows == 2) {
+            q8_0_tile_2x4<Block>(w, o + h, xb, nb, t + s, y);
           } else {
             q8_0_tile<Block, tile_rows, 4>(w, o + h, xb, nb, t + s, y);
           }
