@@ -103,6 +103,8 @@ SPITE_AVX2 void iq4_xs_tile(const weight& w, std::int64_t o, const gguf::block_q
           const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 32));
           first[k] = _mm256_add_epi32(first[k], dot_lanes_scaled(qa_abs, _mm256_sign_epi8(xa, qa), scale));
           second[k] = _mm256_add_epi32(second[k], dot_lanes_scaled(qb_abs, _mm256_sign_epi8(xb, qb), scale));
+          // Keeps GCC from re-associating the 4 pairs' sums into a tree whose products it spills.
+          if constexpr (K > 1) __asm__("" : "+x"(first[k]), "+x"(second[k]));
         }
       }
       const float dw = _cvtsh_ss(blk.d);
