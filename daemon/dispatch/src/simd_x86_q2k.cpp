@@ -119,8 +119,9 @@ std::size_t pack_q2_K_impl(weight& w) {
 
 // One packed group against K activation rows from t0: per half, the exact sums of scale * (q . x)
 // and of min * bsum per row (lanes), then the reference's fmas (per half for GEMM rows, per
-// super-block for GEMV rows).
-template <int K>
+// super-block for GEMV rows). AllGemm: every row takes the GEMM's order (prefill tiles), so the
+// GEMV rows' super-block sums need no registers.
+template <int K, bool AllGemm = false>
 SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
                                  std::int64_t ng, std::int64_t out, float* y) {
   const __m256i m3 = _mm256_set1_epi8(3);
@@ -142,11 +143,30 @@ SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const 
       __m256i is[K], ms[K];
 #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) is[k] = ms[k] = _mm256_setzero_si256();
+      if constexpr (AllGemm) {
+        // The half's min terms first, so that only the quants' sums are live in the loop below.
+        for (int p = 0; p < 4; ++p) {
+          const int s0 = 8 * h + 2 * p;
+          const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * s0));
+          const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4), pair_rows));
+#pragma GCC unroll 8
+          for (int k = 0; k < K; ++k) {
+            std::int32_t bsum_pair;
+            std::memcpy(&bsum_pair, xq[(t0 + k) * nb + b].bsums + s0, 4);
+            ms[k] = _mm256_add_epi32(ms[k], _mm256_madd_epi16(mins, _mm256_set1_epi32(bsum_pair)));
+          }
+        }
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+#pragma GCC unroll 8
+        for (int k = 0; k < K; ++k) {
+          const __m256 dm = _mm256_mul_ps(dmw, _mm256_set1_ps(xq[(t0 + k) * nb + b].d));
+          acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms[k]), dm, acc_min[k]);
+        }
+      }
       for (int p = 0; p < 4; ++p) {
         const int s0 = 8 * h + 2 * p;  // sub-blocks s0 and s0 + 1
         const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * s0));
         const row_scale_pairs scales(_mm_and_si128(bytes, low4));
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4), pair_rows));
         for (int half = 0; half < 2; ++half) {
           const int sb = s0 + half;
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qv + 32 * sb));
@@ -162,16 +182,23 @@ SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const 
             if constexpr (K > 1) __asm__("" : "+x"(is[k]));  // the sums in order, not a spilled tree
           }
         }
+        if constexpr (!AllGemm) {
+          const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4), pair_rows));
 #pragma GCC unroll 8
-        for (int k = 0; k < K; ++k) {
-          std::int32_t bsum_pair;
-          std::memcpy(&bsum_pair, xq[(t0 + k) * nb + b].bsums + s0, 4);
-          ms[k] = _mm256_add_epi32(ms[k], _mm256_madd_epi16(mins, _mm256_set1_epi32(bsum_pair)));
+          for (int k = 0; k < K; ++k) {
+            std::int32_t bsum_pair;
+            std::memcpy(&bsum_pair, xq[(t0 + k) * nb + b].bsums + s0, 4);
+            ms[k] = _mm256_add_epi32(ms[k], _mm256_madd_epi16(mins, _mm256_set1_epi32(bsum_pair)));
+          }
         }
       }
 #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) {
-        if (t0 + k < ng) {  // GEMM rows: one fma per half
+        if (AllGemm) {  // the min terms went first
+          const __m256 xd = _mm256_set1_ps(xq[(t0 + k) * nb + b].d);
+          const __m256 ds = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))), xd);
+          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[k]), ds, acc[k]);
+        } else if (t0 + k < ng) {  // GEMM rows: one fma per half
           const __m256 xd = _mm256_set1_ps(xq[(t0 + k) * nb + b].d);
           const __m256 ds = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))), xd);
           const __m256 dm = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))), xd);
@@ -201,7 +228,13 @@ void matmul_q2_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
   by_groups_and_token_blocks(w.out / 8, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
     const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q2_K_packed_block;
     std::int64_t t = t0;
-    for (; t + 4 <= t1; t += 4) q2_K_packed_tile<4>(group, nb, xq, t, ng, w.out, y + 8 * g);
+    for (; t + 4 <= t1; t += 4) {
+      if (t + 4 <= ng) {
+        q2_K_packed_tile<4, true>(group, nb, xq, t, ng, w.out, y + 8 * g);
+      } else {
+        q2_K_packed_tile<4>(group, nb, xq, t, ng, w.out, y + 8 * g);
+      }
+    }
     for (; t < t1; ++t) q2_K_packed_tile<1>(group, nb, xq, t, ng, w.out, y + 8 * g);
   });
 }
