@@ -117,6 +117,22 @@ std::size_t pack_q2_K_impl(weight& w) {
   });
 }
 
+// Sub-blocks s0 and s0 + 1's min terms (min * bsum, rows as lanes) of K activation rows (x[k * nb]
+// is row k's block) added to ms[k]; `bytes` holds the 16 scale bytes of the two sub-blocks.
+template <int K>
+SPITE_AVX2 inline void add_min_terms(__m128i bytes, const gguf::block_q8_K* x, std::int64_t nb, int s0, __m256i* ms) {
+  // (min of sub-block s0, min of s0 + 1) per row r: bytes r and 8 + r side by side.
+  const __m128i pair_rows = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4), pair_rows));
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) {
+    std::int32_t bsum_pair;
+    std::memcpy(&bsum_pair, x[k * nb].bsums + s0, 4);
+    ms[k] = _mm256_add_epi32(ms[k], _mm256_madd_epi16(mins, _mm256_set1_epi32(bsum_pair)));
+  }
+}
+
 // One packed group against K activation rows from t0: per half, the exact sums of scale * (q . x)
 // and of min * bsum per row (lanes), then the reference's fmas (per half for GEMM rows, per
 // super-block for GEMV rows). AllGemm: every row takes the GEMM's order (prefill tiles), so the
@@ -126,8 +142,6 @@ SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const 
                                  std::int64_t ng, std::int64_t out, float* y) {
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m128i low4 = _mm_set1_epi8(0x0F);
-  // (min of sub-block 2p, min of 2p + 1) per row r: bytes r and 8 + r side by side.
-  const __m128i pair_rows = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
   __m256 acc[K], acc_min[K];
 #pragma GCC unroll 8
   for (int k = 0; k < K; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
@@ -148,13 +162,7 @@ SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const 
         for (int p = 0; p < 4; ++p) {
           const int s0 = 8 * h + 2 * p;
           const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * s0));
-          const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4), pair_rows));
-#pragma GCC unroll 8
-          for (int k = 0; k < K; ++k) {
-            std::int32_t bsum_pair;
-            std::memcpy(&bsum_pair, xq[(t0 + k) * nb + b].bsums + s0, 4);
-            ms[k] = _mm256_add_epi32(ms[k], _mm256_madd_epi16(mins, _mm256_set1_epi32(bsum_pair)));
-          }
+          add_min_terms<K>(bytes, xq + t0 * nb + b, nb, s0, ms);
         }
         const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
 #pragma GCC unroll 8
@@ -183,13 +191,7 @@ SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const 
           }
         }
         if constexpr (!AllGemm) {
-          const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4), pair_rows));
-#pragma GCC unroll 8
-          for (int k = 0; k < K; ++k) {
-            std::int32_t bsum_pair;
-            std::memcpy(&bsum_pair, xq[(t0 + k) * nb + b].bsums + s0, 4);
-            ms[k] = _mm256_add_epi32(ms[k], _mm256_madd_epi16(mins, _mm256_set1_epi32(bsum_pair)));
-          }
+          add_min_terms<K>(bytes, xq + t0 * nb + b, nb, s0, ms);
         }
       }
 #pragma GCC unroll 8
