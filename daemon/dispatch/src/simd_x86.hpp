@@ -292,6 +292,14 @@ SPITE_AVX2 inline int quantize_block_q8_0(const float* x, std::int8_t* qs, float
 // rows and blocks) at 32 * i in cache-aligned storage, so no 32-byte load of them straddles
 // two cache lines (a block_q8_0 array would put them 34 bytes apart); the scales as floats and
 // the quant sums (Q4_0's offset term) beside them.
+// The two f16 scales of a paired 2-row tile's blocks as [d0 x 4 | d1 x 4]: times the 4
+// activation rows' scales [x0..x3 | x0..x3], the tile's 8 scale products in one multiply.
+SPITE_AVX2 inline __m256 row_pair_scales(gguf::half_bits d0, gguf::half_bits d1) {
+  const __m128i dup = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
+  const auto h = static_cast<int>(static_cast<std::uint32_t>(d0) | static_cast<std::uint32_t>(d1) << 16);
+  return _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(h), dup));
+}
+
 struct q8_0_batch {
   aligned_vector<std::int8_t> quants;
   std::vector<float> d;

@@ -72,7 +72,6 @@ SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch&
   __m256 lo[4], hi[4];
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
-  const __m128i dup = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
   const std::int8_t* x0 = xb.qs(static_cast<std::size_t>(t0 * nb));
   const std::size_t xs = static_cast<std::size_t>(nb) * qk0;
   for (std::int64_t b = 0; b < nb; ++b) {
@@ -86,8 +85,7 @@ SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch&
       wh = _mm256_permute2x128_si256(q0, q1, 0x31);
     }
     const __m256i al = _mm256_sign_epi8(wl, wl), ah = _mm256_sign_epi8(wh, wh);
-    const auto h = static_cast<int>(static_cast<std::uint32_t>(row0[b].d) | static_cast<std::uint32_t>(row1[b].d) << 16);
-    const __m256 dw = _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(h), dup));
+    const __m256 dw = row_pair_scales(row0[b].d, row1[b].d);
     const __m256 dx = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(&xb.d_by_block[static_cast<std::size_t>(b * xb.tokens + t0)]));
     const __m256 scale = _mm256_mul_ps(dw, dx);  // [row 0 x act k | row 1 x act k], k = 0..3
     const std::int8_t* xq = x0 + qk0 * b;
