@@ -194,7 +194,7 @@ SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const 
           a1[k] = _mm256_add_epi16(a1[k], p1);
           // Keeps GCC from re-associating the sums into a tree of all 8 chunks' products,
           // which it then spills to the stack (several times slower for K = 4).
-          if constexpr (K > 1) __asm__("" : "+x"(a0[k]), "+x"(a1[k]));
+          __asm__("" : "+x"(a0[k]), "+x"(a1[k]));
         }
       }
       const row_scale_pairs s(sc + 16 * j);
