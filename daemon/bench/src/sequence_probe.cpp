@@ -47,17 +47,27 @@ void maddubs_peak(long n) {
 
 // Q8_0-style block against an activation block (ggml's mul_sum_i8_pairs_float and fma): signs
 // moved onto the activations, u8 x s8 pair sums, widened to int32 lanes, to float, scaled into
-// the block's accumulator. 8 blocks (8 x 32 products) per iteration, 8 accumulators.
+// the block's accumulator. 8 blocks (8 x 32 products) per iteration, 8 accumulators. Loop and
+// operands in one statement: the float operands are set (quants 1, scale 1.0f, accumulators 0)
+// so that no denormal or garbage value can send an FMA down a slow path.
 #define SPITE_Q8_BLOCK(ACC)                                                                                       \
   "vpsignb %%ymm1, %%ymm0, %%ymm6\n\tvpmaddubsw %%ymm6, %%ymm2, %%ymm6\n\tvpmaddwd %%ymm3, %%ymm6, %%ymm6\n\t" \
   "vcvtdq2ps %%ymm6, %%ymm6\n\tvfmadd231ps %%ymm6, %%ymm4, %%ymm" #ACC "\n\t"
+#define SPITE_ZERO(R) "vpxor %%xmm" #R ", %%xmm" #R ", %%xmm" #R "\n\t"
 void q8_0_blocks(long n) {
-  for (long i = 0; i < n; ++i) {
-    __asm__ volatile(SPITE_Q8_BLOCK(8) SPITE_Q8_BLOCK(9) SPITE_Q8_BLOCK(10) SPITE_Q8_BLOCK(11) SPITE_Q8_BLOCK(12)
-                         SPITE_Q8_BLOCK(13) SPITE_Q8_BLOCK(14) SPITE_Q8_BLOCK(15) ::
-                             : "xmm6", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
-  }
+  __asm__ volatile(
+      "vpcmpeqb %%ymm0, %%ymm0, %%ymm0\n\tvpabsb %%ymm0, %%ymm0\n\tvmovdqa %%ymm0, %%ymm1\n\tvmovdqa %%ymm0, %%ymm2\n\t"
+      "vpcmpeqw %%ymm3, %%ymm3, %%ymm3\n\tvpabsw %%ymm3, %%ymm3\n\t"
+      "vpcmpeqd %%ymm4, %%ymm4, %%ymm4\n\tvpsrld $25, %%ymm4, %%ymm4\n\tvpslld $23, %%ymm4, %%ymm4\n\t"  // 1.0f
+      SPITE_ZERO(8) SPITE_ZERO(9) SPITE_ZERO(10) SPITE_ZERO(11) SPITE_ZERO(12) SPITE_ZERO(13) SPITE_ZERO(14) SPITE_ZERO(15)
+      "1:\n\t" SPITE_Q8_BLOCK(8) SPITE_Q8_BLOCK(9) SPITE_Q8_BLOCK(10) SPITE_Q8_BLOCK(11) SPITE_Q8_BLOCK(12)
+          SPITE_Q8_BLOCK(13) SPITE_Q8_BLOCK(14) SPITE_Q8_BLOCK(15) "dec %0\n\tjnz 1b\n\t"
+      : "+r"(n)
+      :
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm6", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+        "cc");
 }
+#undef SPITE_ZERO
 #undef SPITE_Q8_BLOCK
 
 // An unpacked K-quant row (Q5_K, Q6_K): u8 x s8 pair sums times the group's int16 scales into
