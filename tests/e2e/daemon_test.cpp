@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -93,6 +94,28 @@ TEST_CASE("spited tells systemd it is ready, reloads on SIGHUP and stops on SIGT
   REQUIRE(notify.wait_for("STOPPING=1"));
   CHECK(d.wait(20000) == 0);
   CHECK_FALSE(fs::exists(socket));
+}
+
+TEST_CASE("a control socket path too long to stage beside it is bound in place, with its mode") {
+  temp_dir dir;
+  // A 97-byte directory and a 2-byte name: the socket's path (100 bytes) fits an address (108),
+  // the staging one in the directory (a 9-byte directory and the name "s" more) would not.
+  const std::string base = (dir.path() / "").string();
+  REQUIRE(base.size() < 90);
+  const fs::path parent = base + std::string(97 - base.size(), 'd');
+  fs::create_directories(parent);
+  const fs::path socket = parent / "cs";
+  REQUIRE(socket.string().size() == 100);
+  background_process d({SPITED_PATH, "--port", "0", "--model", "stories=" + shared_path("models/stories260K.gguf").string(), "--socket",
+                        socket.string()},
+                       (dir.path() / "log").string());
+  REQUIRE(wait_for_file(socket));
+  const auto status = run_process({SPITECTL_PATH, "status", "--socket", socket.string()});
+  CHECK(status.exit_code == 0);
+  struct stat st {};
+  REQUIRE(::stat(socket.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0660);
+  CHECK(std::distance(fs::directory_iterator(parent), fs::directory_iterator()) == 1);  // the socket alone
 }
 
 TEST_CASE("spited pings the watchdog at half its interval") {
@@ -213,9 +236,15 @@ TEST_CASE("spited starts from spite.toml and refuses a bad one with file, line a
       std::ifstream log(dir.path() / "log");
       FAIL("spited did not start: " << std::string(std::istreambuf_iterator<char>(log), {}));
     }
+    // The socket appears only once it listens with its mode (it is set up in a private staging
+    // directory and renamed into place): checked at once after it appeared, and nothing of the
+    // staging is left.
     struct stat st {};
     REQUIRE(::stat(socket.c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0600);
+    std::set<std::string> entries;
+    for (const auto& e : fs::directory_iterator(dir.path())) entries.insert(e.path().filename().string());
+    CHECK(entries == std::set<std::string>{"ctl.sock", "log", "spite.toml"});
     const auto models = run_process({SPITECTL_PATH, "models", "--socket", socket.string()});
     CHECK(models.exit_code == 0);
     CHECK_THAT(models.out, Catch::StartsWith("tiny "));

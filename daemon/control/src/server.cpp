@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -287,26 +288,44 @@ result<std::unique_ptr<server>> server::listen(const server_options& options, ha
   }
   std::error_code ec;
   fs::create_directories(options.path.parent_path(), ec);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return make_error(errc::io, std::string("socket: ") + std::strerror(errno));
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size());
-  // Created with no access for anyone, then opened up to exactly the configured mode.
-  const mode_t old_umask = ::umask(0777);
-  const int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::umask(old_umask);
-  if (bound != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    return make_error(errc::io, path + ": bind: " + why);
+  // Bound, given its group and mode and listening in a private directory beside the final path,
+  // then renamed into place: a client never finds the socket before it accepts with its final
+  // mode (one that did, between bind and chmod, was refused). Where the staging path would not
+  // fit a socket address, bound in place under a umask that leaves it closed until the chmod.
+  const fs::path parent = options.path.parent_path().empty() ? fs::path(".") : options.path.parent_path();
+  std::string staging = (parent / ".sXXXXXX").string();
+  if (::mkdtemp(staging.data()) == nullptr) {
+    return make_error(errc::io, staging + ": mkdtemp: " + std::strerror(errno));
   }
-  if (options.group && ::chown(path.c_str(), static_cast<uid_t>(-1), *options.group) != 0) {
+  std::string bind_path = staging + "/s";
+  const bool staged = bind_path.size() < sizeof addr.sun_path;
+  if (!staged) {
+    ::rmdir(staging.c_str());
+    bind_path = path;
+  }
+  const auto fail = [&](int fd, const char* what) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    ::unlink(bind_path.c_str());
+    if (staged) ::rmdir(staging.c_str());
+    return make_error(errc::io, path + ": " + what + ": " + why);
+  };
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail(-1, "socket");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, bind_path.c_str(), bind_path.size());
+  const mode_t old_umask = staged ? 0 : ::umask(0777);
+  const int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (!staged) ::umask(old_umask);
+  if (bound != 0) return fail(fd, "bind");
+  if (options.group && ::chown(bind_path.c_str(), static_cast<uid_t>(-1), *options.group) != 0) {
     log::warn("control socket: cannot give ", path, " to group ", *options.group, ": ", std::strerror(errno));
   }
-  if (::chmod(path.c_str(), options.mode & 0770) != 0 || ::listen(fd, 64) != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    return make_error(errc::io, path + ": " + why);
+  if (::chmod(bind_path.c_str(), options.mode & 0770) != 0) return fail(fd, "chmod");
+  if (::listen(fd, 64) != 0) return fail(fd, "listen");
+  if (staged) {
+    if (::rename(bind_path.c_str(), path.c_str()) != 0) return fail(fd, "rename");
+    ::rmdir(staging.c_str());
   }
   auto s = adopt(fd, options, std::move(h));
   if (s) (*s)->impl_->owns_path = true;
