@@ -288,25 +288,20 @@ result<std::unique_ptr<server>> server::listen(const server_options& options, ha
   }
   std::error_code ec;
   fs::create_directories(options.path.parent_path(), ec);
-  // Bound, given its group and mode and listening in a private directory beside the final path,
-  // then renamed into place: a client never finds the socket before it accepts with its final
-  // mode (one that did, between bind and chmod, was refused). Where the staging path would not
-  // fit a socket address, bound in place under a umask that leaves it closed until the chmod.
+  // Bound, listening and given its group and mode in a private directory beside the final
+  // path, then renamed into place: a client never finds the socket before it accepts with its
+  // final mode (one that did, between bind and chmod, was refused). Where the staging path
+  // would not fit a socket address or its directory cannot be made, bound in place under a
+  // umask that keeps it closed (connections refused with EACCES) until the chmod.
   const fs::path parent = options.path.parent_path().empty() ? fs::path(".") : options.path.parent_path();
   std::string staging = (parent / ".sXXXXXX").string();
-  if (::mkdtemp(staging.data()) == nullptr) {
-    return make_error(errc::io, staging + ": mkdtemp: " + std::strerror(errno));
-  }
-  std::string bind_path = staging + "/s";
-  const bool staged = bind_path.size() < sizeof addr.sun_path;
-  if (!staged) {
-    ::rmdir(staging.c_str());
-    bind_path = path;
-  }
+  const bool staged = staging.size() + 2 < sizeof addr.sun_path && ::mkdtemp(staging.data()) != nullptr;
+  const std::string bind_path = staged ? staging + "/s" : path;
+  bool bound = false;  // only a socket this call created is removed on failure
   const auto fail = [&](int fd, const char* what) {
     const std::string why = std::strerror(errno);
     if (fd >= 0) ::close(fd);
-    ::unlink(bind_path.c_str());
+    if (bound) ::unlink(bind_path.c_str());
     if (staged) ::rmdir(staging.c_str());
     return make_error(errc::io, path + ": " + what + ": " + why);
   };
@@ -315,20 +310,24 @@ result<std::unique_ptr<server>> server::listen(const server_options& options, ha
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, bind_path.c_str(), bind_path.size());
   const mode_t old_umask = staged ? 0 : ::umask(0777);
-  const int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   if (!staged) ::umask(old_umask);
-  if (bound != 0) return fail(fd, "bind");
+  if (!bound) return fail(fd, "bind");
+  if (::listen(fd, 64) != 0) return fail(fd, "listen");
   if (options.group && ::chown(bind_path.c_str(), static_cast<uid_t>(-1), *options.group) != 0) {
     log::warn("control socket: cannot give ", path, " to group ", *options.group, ": ", std::strerror(errno));
   }
   if (::chmod(bind_path.c_str(), options.mode & 0770) != 0) return fail(fd, "chmod");
-  if (::listen(fd, 64) != 0) return fail(fd, "listen");
   if (staged) {
     if (::rename(bind_path.c_str(), path.c_str()) != 0) return fail(fd, "rename");
     ::rmdir(staging.c_str());
   }
   auto s = adopt(fd, options, std::move(h));
-  if (s) (*s)->impl_->owns_path = true;
+  if (s) {
+    (*s)->impl_->owns_path = true;
+  } else {
+    ::unlink(path.c_str());  // (the failed server closed the descriptor)
+  }
   return s;
 }
 
