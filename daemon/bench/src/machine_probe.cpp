@@ -13,10 +13,45 @@
 #include <thread>
 #include <vector>
 
+#include "probe_loops.hpp"
 #include "spite/bench/bench.hpp"
 
 namespace spite::bench {
+namespace detail {
+
+__attribute__((target("avx2"))) double dot8_avx2(std::int64_t iters) {
+  __m256i a0 = _mm256_set1_epi8(1), a1 = _mm256_set1_epi8(2), a2 = _mm256_set1_epi8(3), a3 = _mm256_set1_epi8(4);
+  __m256i a4 = _mm256_set1_epi8(5), a5 = _mm256_set1_epi8(6), a6 = _mm256_set1_epi8(7), a7 = _mm256_set1_epi8(8);
+  __m256i a8 = _mm256_set1_epi8(9), a9 = _mm256_set1_epi8(10), a10 = _mm256_set1_epi8(11), a11 = _mm256_set1_epi8(12);
+  const __m256i b = _mm256_set1_epi8(-5);
+  // In assembly: written with intrinsics, GCC kept some of the 12 chains on the stack and stored
+  // them inside the loop, which halved the measured rate (the other probes compile cleanly).
+  for (std::int64_t i = 0; i < iters; ++i) {
+    __asm__(
+        "vpmaddubsw %12, %0, %0\n\tvpmaddubsw %12, %1, %1\n\tvpmaddubsw %12, %2, %2\n\t"
+        "vpmaddubsw %12, %3, %3\n\tvpmaddubsw %12, %4, %4\n\tvpmaddubsw %12, %5, %5\n\t"
+        "vpmaddubsw %12, %6, %6\n\tvpmaddubsw %12, %7, %7\n\tvpmaddubsw %12, %8, %8\n\t"
+        "vpmaddubsw %12, %9, %9\n\tvpmaddubsw %12, %10, %10\n\tvpmaddubsw %12, %11, %11"
+        : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9),
+          "+x"(a10), "+x"(a11)
+        : "x"(b));
+  }
+  const __m256i s = _mm256_add_epi16(
+      _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(a0, a1), _mm256_add_epi16(a2, a3)),
+                       _mm256_add_epi16(_mm256_add_epi16(a4, a5), _mm256_add_epi16(a6, a7))),
+      _mm256_add_epi16(_mm256_add_epi16(a8, a9), _mm256_add_epi16(a10, a11)));
+  alignas(32) std::int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+  volatile std::int32_t sink = lanes[0];
+  (void)sink;
+  return 12.0 * 32 * 2 * static_cast<double>(iters);
+}
+
+}  // namespace detail
+
 namespace {
+
+using detail::dot8_avx2;
 
 using clock_type = std::chrono::steady_clock;
 
@@ -118,34 +153,6 @@ __attribute__((target("avx512f,avx512vnni"))) double dot8_avx512_vnni(std::int64
   volatile std::int32_t sink = lanes[0];
   (void)sink;
   return 12.0 * 64 * 2 * static_cast<double>(iters);
-}
-
-__attribute__((target("avx2"))) double dot8_avx2(std::int64_t iters) {
-  __m256i a0 = _mm256_set1_epi8(1), a1 = _mm256_set1_epi8(2), a2 = _mm256_set1_epi8(3), a3 = _mm256_set1_epi8(4);
-  __m256i a4 = _mm256_set1_epi8(5), a5 = _mm256_set1_epi8(6), a6 = _mm256_set1_epi8(7), a7 = _mm256_set1_epi8(8);
-  __m256i a8 = _mm256_set1_epi8(9), a9 = _mm256_set1_epi8(10), a10 = _mm256_set1_epi8(11), a11 = _mm256_set1_epi8(12);
-  const __m256i b = _mm256_set1_epi8(-5);
-  // In assembly: written with intrinsics, GCC kept some of the 12 chains on the stack and stored
-  // them inside the loop, which halved the measured rate (the other probes compile cleanly).
-  for (std::int64_t i = 0; i < iters; ++i) {
-    __asm__(
-        "vpmaddubsw %12, %0, %0\n\tvpmaddubsw %12, %1, %1\n\tvpmaddubsw %12, %2, %2\n\t"
-        "vpmaddubsw %12, %3, %3\n\tvpmaddubsw %12, %4, %4\n\tvpmaddubsw %12, %5, %5\n\t"
-        "vpmaddubsw %12, %6, %6\n\tvpmaddubsw %12, %7, %7\n\tvpmaddubsw %12, %8, %8\n\t"
-        "vpmaddubsw %12, %9, %9\n\tvpmaddubsw %12, %10, %10\n\tvpmaddubsw %12, %11, %11"
-        : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9),
-          "+x"(a10), "+x"(a11)
-        : "x"(b));
-  }
-  const __m256i s = _mm256_add_epi16(
-      _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(a0, a1), _mm256_add_epi16(a2, a3)),
-                       _mm256_add_epi16(_mm256_add_epi16(a4, a5), _mm256_add_epi16(a6, a7))),
-      _mm256_add_epi16(_mm256_add_epi16(a8, a9), _mm256_add_epi16(a10, a11)));
-  alignas(32) std::int32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  volatile std::int32_t sink = lanes[0];
-  (void)sink;
-  return 12.0 * 32 * 2 * static_cast<double>(iters);
 }
 
 double dot8_generic(std::int64_t iters) {

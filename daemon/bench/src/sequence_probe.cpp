@@ -8,6 +8,7 @@
 #include <chrono>
 #include <vector>
 
+#include "probe_loops.hpp"
 #include "spite/bench/bench.hpp"
 
 namespace spite::bench {
@@ -37,17 +38,8 @@ std::vector<double> seconds_per_iteration(const std::vector<void (*)(long)>& fns
 
 alignas(64) unsigned char scratch[512];  // what the sequences load: L1, values irrelevant
 
-// 12 independent VPMADDUBSW chains: 12 x 32 products per iteration.
-void maddubs_peak(long n) {
-  for (long i = 0; i < n; ++i) {
-    __asm__ volatile(
-        "vpmaddubsw %%ymm0, %%ymm4, %%ymm4\n\tvpmaddubsw %%ymm0, %%ymm5, %%ymm5\n\tvpmaddubsw %%ymm0, %%ymm6, %%ymm6\n\t"
-        "vpmaddubsw %%ymm0, %%ymm7, %%ymm7\n\tvpmaddubsw %%ymm0, %%ymm8, %%ymm8\n\tvpmaddubsw %%ymm0, %%ymm9, %%ymm9\n\t"
-        "vpmaddubsw %%ymm0, %%ymm10, %%ymm10\n\tvpmaddubsw %%ymm0, %%ymm11, %%ymm11\n\tvpmaddubsw %%ymm0, %%ymm12, %%ymm12\n\t"
-        "vpmaddubsw %%ymm0, %%ymm13, %%ymm13\n\tvpmaddubsw %%ymm0, %%ymm14, %%ymm14\n\tvpmaddubsw %%ymm0, %%ymm15, %%ymm15" ::
-            : "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
-  }
-}
+// The 8-bit peak's loop (machine_probe.cpp): 12 x 32 products per iteration.
+void maddubs_peak(long n) { detail::dot8_avx2(n); }
 
 // Q8_0-style block against an activation block (ggml's mul_sum_i8_pairs_float and fma): signs
 // moved onto the activations, u8 x s8 pair sums, widened to int32 lanes, to float, scaled into
