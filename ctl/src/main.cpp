@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "spite/core/working_memory.hpp"
 
 namespace {
 
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     std::printf("spitectl 0.1.0\n");
     return spite::ctl::exit_ok;
   }
+  spite::keep_working_memory();  // run and bench compute in this process
   for (const auto& c : spite::ctl::all_commands()) {
     if (c.name == name) return c.run(std::vector<std::string>(argv + 2, argv + argc));
   }

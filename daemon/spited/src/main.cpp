@@ -21,6 +21,7 @@
 
 #include "service.hpp"
 #include "spite/core/thread_pool.hpp"
+#include "spite/core/working_memory.hpp"
 #include "spite/bus/daemon_bus.hpp"
 #include "http_backend.hpp"
 #include "spite/server/http_server.hpp"
@@ -141,6 +142,7 @@ daemon::service_options service_options_from(const config::daemon_config& cfg, c
 }  // namespace
 
 int main(int argc, char** argv) {
+  spite::keep_working_memory();
   flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
