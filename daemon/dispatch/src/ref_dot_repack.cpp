@@ -75,17 +75,24 @@ void quantize_act_q8_K_4x8_scalar(const float* x, gguf::block_q8_K* out, std::in
 std::int64_t gemm_rows(std::int64_t n_tokens) { return n_tokens > 3 ? n_tokens - n_tokens % 4 : 0; }
 
 void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, bool repacked,
-                        std::vector<gguf::block_q8_K>& xq) {
+                        std::vector<gguf::block_q8_K>& xq, thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
   xq.resize(static_cast<std::size_t>(nb * n_tokens));
   const std::int64_t ng = repacked ? gemm_rows(n_tokens) : 0;
-  for (std::int64_t t = 0; t < n_tokens; ++t) {
+  for_each_token(n_tokens, pool, [&](std::int64_t t) {
     if (t < ng) {
       quantize_act_q8_K_4x8(x + t * w.in, xq.data() + t * nb, w.in);
     } else {
       quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
     }
-  }
+  });
+}
+
+void quantize_tokens_q8_K(const float* x, std::int64_t in, std::int64_t n_tokens, std::vector<gguf::block_q8_K>& xq,
+                          thread_pool& pool) {
+  const std::int64_t nb = in / qkk;
+  xq.resize(static_cast<std::size_t>(nb * n_tokens));
+  for_each_token(n_tokens, pool, [&](std::int64_t t) { quantize_act_q8_K(x + t * in, xq.data() + t * nb, in); });
 }
 
 

@@ -161,7 +161,7 @@ void matmul_unpacked_rows(const weight& w, const float* x, std::int64_t n_tokens
   const std::int64_t nb = w.in / gguf::qk_k;
   const bool repacked = w.out % 8 == 0;
   std::vector<gguf::block_q8_K> xq;
-  quantize_rows_q8_K(w, x, n_tokens, repacked, xq);
+  quantize_rows_q8_K(w, x, n_tokens, repacked, xq, pool);
   const std::int64_t ng = gemm_rows(n_tokens);
   const std::int64_t out = w.out;
   pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {

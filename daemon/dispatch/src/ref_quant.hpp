@@ -65,10 +65,26 @@ q8_K_quantizer simd_q8_K_quantizer(bool four_row_rule);
 // The repacked types' split of a batch: the first gemm_rows(n) activation rows take the GEMM
 // kernel (and, for Q8_K, the 4-row quantizer), the rest the GEMV kernel.
 std::int64_t gemm_rows(std::int64_t n_tokens);
+// fn(t) for every activation row t of a batch: across the pool for batches of 8 rows or more
+// (each row's result does not depend on the thread that computes it), on the calling thread
+// for fewer, where the hand-off would cost more than the rows.
+template <class Fn>
+void for_each_token(std::int64_t n_tokens, thread_pool& pool, const Fn& fn) {
+  if (n_tokens < 8 || pool.size() < 2) {
+    for (std::int64_t t = 0; t < n_tokens; ++t) fn(t);
+    return;
+  }
+  pool.parallel_for(n_tokens, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t t = begin; t < end; ++t) fn(t);
+  });
+}
 // Activations of a Q4_K / Q2_K matmul quantized as the repacked path (`repacked`) or the vector
 // dot product quantizes them.
 void quantize_rows_q8_K(const weight& w, const float* x, std::int64_t n_tokens, bool repacked,
-                        std::vector<gguf::block_q8_K>& xq);
+                        std::vector<gguf::block_q8_K>& xq, thread_pool& pool);
+// Activation rows of `in` elements quantized as the vector dot product quantizes them (Q8_K).
+void quantize_tokens_q8_K(const float* x, std::int64_t in, std::int64_t n_tokens, std::vector<gguf::block_q8_K>& xq,
+                          thread_pool& pool);
 
 // The 16 signed 6-bit scales of a Q3_K super-block: low 4 bits in bytes 0..7 (two per byte),
 // high 2 bits in bytes 8..11, minus 32.

@@ -304,18 +304,18 @@ struct q8_0_batch {
   aligned_vector<std::int8_t> quants;
   std::vector<float> d;
   std::vector<int> sum8;  // 8 x each block's quant sum: the term of Q4_0's offset of 8
-  SPITE_AVX2 q8_0_batch(const float* x, std::int64_t in, std::int64_t n_tokens) : tokens(n_tokens) {
+  SPITE_AVX2 q8_0_batch(const float* x, std::int64_t in, std::int64_t n_tokens, thread_pool& pool) : tokens(n_tokens) {
     const std::int64_t nb = in / qk0;
     const auto n = static_cast<std::size_t>(nb * n_tokens);
     quants.resize(n * qk0);
     d.resize(n);
     sum8.resize(n);
-    for (std::int64_t t = 0; t < n_tokens; ++t) {
+    for_each_token(n_tokens, pool, [&](std::int64_t t) SPITE_AVX2 {
       for (std::int64_t b = 0; b < nb; ++b) {
         const std::size_t i = static_cast<std::size_t>(t * nb + b);
         sum8[i] = 8 * quantize_block_q8_0(x + t * in + b * qk0, quants.data() + qk0 * i, d[i]);
       }
-    }
+    });
     if (n_tokens < 4) return;  // only the 4-row tiles read d_by_block
     d_by_block.resize(n);
     for (std::int64_t t = 0; t < n_tokens; ++t) {

@@ -136,7 +136,7 @@ void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64
 template <class Block>
 void matmul_q8_0_like(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk0;
-  const q8_0_batch xb(x, w.in, n_tokens);
+  const q8_0_batch xb(x, w.in, n_tokens, pool);
   by_groups_and_token_blocks((w.out + 3) / 4, n_tokens, token_block(xb.row_bytes(nb)), pool,
                              [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
                                if (4 * g + 4 <= w.out) return q8_0_rows<Block, 4>(w, 4 * g, xb, nb, t0, t1, y);
@@ -278,7 +278,7 @@ void matmul_q4_0_packed(const weight& w, const q8_0_batch& xb, std::int64_t n_to
 
 void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_0)(w, x, n_tokens, y, pool);
-  const q8_0_batch xb(x, w.in, n_tokens);
+  const q8_0_batch xb(x, w.in, n_tokens, pool);
   if (w.packed != nullptr) return matmul_q4_0_packed(w, xb, n_tokens, y, pool);
   if (n_tokens < 4) {
     pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {

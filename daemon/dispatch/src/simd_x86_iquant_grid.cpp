@@ -295,8 +295,8 @@ template <class R, float (*Dot)(const typename R::block*, const gguf::block_q8_K
 void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (n_tokens < 4) return iquant::matmul_q8_K<typename R::block, Dot>(w, x, n_tokens, y, pool);
   const std::int64_t nb = w.in / gguf::qk_k;
-  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
-  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  std::vector<gguf::block_q8_K> xq;
+  quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
     aligned_vector<typename R::decoded> r(static_cast<std::size_t>(nb));
     for (std::int64_t o = begin; o < end; ++o) {

@@ -183,8 +183,8 @@ SPITE_AVX2 void iq4_nl_tile8(const weight& w, std::int64_t o, const q8_0_batch& 
 
 void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
-  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
-  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  std::vector<gguf::block_q8_K> xq;
+  quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   for (auto& block : xq) iq4_xs_pair_order(block);
   by_row_groups(
       w.out, pool, [&](std::int64_t o) { iq4_xs_rows<4>(w, o, xq.data(), nb, n_tokens, y); },
@@ -227,7 +227,7 @@ void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float
     return;
   }
   const std::int64_t nb = w.in / qk0;
-  const q8_0_batch xb(x, w.in, n_tokens);
+  const q8_0_batch xb(x, w.in, n_tokens, pool);
   if (w.packed != nullptr) {
     by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(q8_0_batch::row_bytes(nb)), pool,
                                [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {

@@ -287,8 +287,8 @@ template <class Block>
 void matmul_k35(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   constexpr bool is_q3 = std::is_same_v<Block, gguf::block_q3_K>;
   const std::int64_t nb = w.in / qkk;
-  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
-  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  std::vector<gguf::block_q8_K> xq;
+  quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   const std::int64_t out = w.out;
   if (n_tokens < 4) {
     const auto rows = [&]<int R>(std::int64_t o) {

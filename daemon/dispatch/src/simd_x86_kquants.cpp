@@ -304,7 +304,7 @@ void matmul_q4_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_K)(w, x, n_tokens, y, pool);
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq;
-  quantize_rows_q8_K(w, x, n_tokens, true, xq);
+  quantize_rows_q8_K(w, x, n_tokens, true, xq, pool);
   const std::int64_t ng = gemm_rows(n_tokens);
   if (w.packed != nullptr) return matmul_q4_K_packed(w, xq.data(), n_tokens, ng, y, pool);
   if (ng == 0) {
@@ -485,8 +485,8 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
 
 void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
-  std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
-  for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
+  std::vector<gguf::block_q8_K> xq;
+  quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   const std::int64_t out = w.out;
   if (n_tokens < 4) {
     const auto rows = [&]<int R>(std::int64_t o) {

@@ -245,7 +245,7 @@ void matmul_q2_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q2_K)(w, x, n_tokens, y, pool);
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq;
-  quantize_rows_q8_K(w, x, n_tokens, true, xq);
+  quantize_rows_q8_K(w, x, n_tokens, true, xq, pool);
   const std::int64_t ng = gemm_rows(n_tokens);
   if (w.packed != nullptr) return matmul_q2_K_packed(w, xq.data(), n_tokens, ng, y, pool);
   pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {

@@ -16,7 +16,7 @@ bool apply_rope(forward_context& ctx, const rope_params& rp, const float* freqs,
                               .freq_scale = rp.freq_scale, .ext_factor = rp.ext_factor, .attn_factor = rp.attn_factor,
                               .beta_fast = rp.beta_fast, .beta_slow = rp.beta_slow, .n_ctx_orig = rp.n_ctx_orig,
                               .freq_factors = freqs};
-  ctx.ops.rope(r);
+  rope_rows(ctx, r);
   return true;
 }
 
@@ -135,14 +135,14 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
       }
     }
   }
-  if (l.v_norm && own_kv) ctx.ops.rms_norm(v.data(), nullptr, v.data(), Dv, n * Hkv, c.rms_eps);
-  if (!l.q_norm.empty()) ctx.ops.rms_norm(q.data(), l.q_norm.data(), q.data(), D, n * H, c.rms_eps);
-  if (!l.k_norm.empty() && own_kv) ctx.ops.rms_norm(k.data(), l.k_norm.data(), k.data(), D, n * Hkv, c.rms_eps);
+  if (l.v_norm && own_kv) rms_norm_rows(ctx, v.data(), nullptr, v.data(), Dv, n * Hkv, c.rms_eps);
+  if (!l.q_norm.empty()) rms_norm_rows(ctx, q.data(), l.q_norm.data(), q.data(), D, n * H, c.rms_eps);
+  if (!l.k_norm.empty() && own_kv) rms_norm_rows(ctx, k.data(), l.k_norm.data(), k.data(), D, n * Hkv, c.rms_eps);
 
   if (apply_rope(ctx, l.rope, rope_freqs, q.data(), n, H, D) &&
       (!own_kv || apply_rope(ctx, l.rope, rope_freqs, k.data(), n, Hkv, D)) && c.qk_rms_after_rope) {
-    ctx.ops.rms_norm(q.data(), nullptr, q.data(), D, n * H, c.rms_eps);
-    ctx.ops.rms_norm(k.data(), nullptr, k.data(), D, n * Hkv, c.rms_eps);
+    rms_norm_rows(ctx, q.data(), nullptr, q.data(), D, n * H, c.rms_eps);
+    rms_norm_rows(ctx, k.data(), nullptr, k.data(), D, n * Hkv, c.rms_eps);
   }
   if (l.temperature) apply_temperature(ctx, c, q.data(), H * D);
   if (c.q_prescale != 1.0f) {

@@ -15,8 +15,11 @@ void softcap(float* x, std::int64_t n, float cap) {
 // x += norm(delta) (sandwich norms) or x += delta
 void add_residual(forward_context& ctx, std::vector<float>& x, std::vector<float>& delta, const std::vector<float>& post_norm,
                   std::int64_t E, float eps) {
-  if (!post_norm.empty()) ctx.ops.rms_norm(delta.data(), post_norm.data(), delta.data(), E, static_cast<std::int64_t>(x.size()) / E, eps);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+  const auto rows = static_cast<std::int64_t>(x.size()) / E;
+  if (!post_norm.empty()) rms_norm_rows(ctx, delta.data(), post_norm.data(), delta.data(), E, rows, eps);
+  for_row_blocks(ctx, rows, E, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin * E; i < end * E; ++i) x[static_cast<std::size_t>(i)] += delta[static_cast<std::size_t>(i)];
+  });
 }
 
 }  // namespace
@@ -35,7 +38,7 @@ void embed_tokens(forward_context& ctx, const decoder_weights& w, const decoder_
 void output_head(forward_context& ctx, const decoder_weights& w, const decoder_config& c, std::int64_t E, const float* x) {
   const auto n = static_cast<std::int64_t>(ctx.batch.tokens.size());
   // Embeddings: the final-normed state of every token, for pooling by the caller.
-  if (ctx.hidden != nullptr) ctx.ops.rms_norm(x, w.output_norm.data(), ctx.hidden, E, n, c.rms_eps);
+  if (ctx.hidden != nullptr) rms_norm_rows(ctx, x, w.output_norm.data(), ctx.hidden, E, n, c.rms_eps);
   // Output head, only for the rows whose logits were asked for.
   const auto m = static_cast<std::int64_t>(ctx.batch.outputs.size());
   if (m == 0) return;
@@ -44,7 +47,7 @@ void output_head(forward_context& ctx, const decoder_weights& w, const decoder_c
     const std::int64_t t = ctx.batch.outputs[static_cast<std::size_t>(i)];
     std::copy(x + t * E, x + (t + 1) * E, h.data() + i * E);
   }
-  ctx.ops.rms_norm(h.data(), w.output_norm.data(), h.data(), E, m, c.rms_eps);
+  rms_norm_rows(ctx, h.data(), w.output_norm.data(), h.data(), E, m, c.rms_eps);
   w.output.apply(ctx, h.data(), m, ctx.logits);
   if (c.final_softcap > 0.0f) softcap(ctx.logits, m * w.output.w.out, c.final_softcap);
 }
@@ -58,12 +61,12 @@ result<void> decoder_forward(forward_context& ctx, const decoder_weights& w, con
   const float* freqs = w.rope_freqs.empty() ? nullptr : w.rope_freqs.data();
   for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     const attention_layer& a = w.attn[static_cast<std::size_t>(il)];
-    ctx.ops.rms_norm(x.data(), a.norm.data(), cur.data(), E, n, c.rms_eps);
+    rms_norm_rows(ctx, x.data(), a.norm.data(), cur.data(), E, n, c.rms_eps);
     attention_block(ctx, a, c, il, freqs, cur.data(), delta.data());
     add_residual(ctx, x, delta, a.post_norm, E, c.rms_eps);
 
     const ffn_layer& f = w.ffn[static_cast<std::size_t>(il)];
-    ctx.ops.rms_norm(x.data(), f.norm.data(), cur.data(), E, n, c.rms_eps);
+    rms_norm_rows(ctx, x.data(), f.norm.data(), cur.data(), E, n, c.rms_eps);
     ffn_block(ctx, f, c, cur.data(), delta.data());
     add_residual(ctx, x, delta, f.post_norm, E, c.rms_eps);
   }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "batch_rows.hpp"
 #include "weights.hpp"
 
 namespace spite::models {

@@ -101,7 +101,7 @@ void delta_net_block(forward_context& ctx, const delta_net_layer& l, float eps, 
     }
   });
   // Gated RMS norm per head: RMSNorm(o) * w * silu(z).
-  ctx.ops.rms_norm(o.data(), l.norm.data(), o.data(), Sv, n * Hv, eps);
+  rms_norm_rows(ctx, o.data(), l.norm.data(), o.data(), Sv, n * Hv, eps);
   for (std::size_t i = 0; i < o.size(); ++i) o[i] *= silu(z[i]);
   l.out.apply(ctx, o.data(), n, out);
 }

@@ -17,11 +17,14 @@ inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // h = act(g) * u over `rows` rows of F values.
 void activate(forward_context& ctx, const decoder_config& c, const float* g, const float* u, float* h, std::int64_t F,
               std::int64_t rows) {
-  switch (c.activation) {
-    case ffn_activation::silu: ctx.ops.swiglu(g, u, h, F, rows); break;
-    case ffn_activation::gelu: ctx.ops.geglu(g, u, h, F, rows); break;
-    case ffn_activation::silu_oai: ctx.ops.swiglu_oai(g, u, h, F, rows, c.oai_alpha, c.oai_limit); break;
-  }
+  for_row_blocks(ctx, rows, F, [&](std::int64_t begin, std::int64_t end) {
+    const std::int64_t at = begin * F, n = end - begin;
+    switch (c.activation) {
+      case ffn_activation::silu: ctx.ops.swiglu(g + at, u + at, h + at, F, n); break;
+      case ffn_activation::gelu: ctx.ops.geglu(g + at, u + at, h + at, F, n); break;
+      case ffn_activation::silu_oai: ctx.ops.swiglu_oai(g + at, u + at, h + at, F, n, c.oai_alpha, c.oai_limit); break;
+    }
+  });
 }
 
 // Per-expert biases added after each projection (gpt-oss); null when absent.

@@ -38,7 +38,7 @@ void mla_attention_block(forward_context& ctx, const attention_layer& l, const d
     const std::int64_t rank = m.q_a.w.out;
     std::vector<float> qa(static_cast<std::size_t>(n * rank));
     m.q_a.apply(ctx, in, n, qa.data());
-    ctx.ops.rms_norm(qa.data(), m.q_a_norm.data(), qa.data(), rank, n, c.rms_eps);
+    rms_norm_rows(ctx, qa.data(), m.q_a_norm.data(), qa.data(), rank, n, c.rms_eps);
     if (m.indexer) ix = run_indexer(ctx, *m.indexer, l.rope, rope_freqs, qa.data(), in);
     m.q_b.apply(ctx, qa.data(), n, q.data());
   } else {
@@ -61,7 +61,7 @@ void mla_attention_block(forward_context& ctx, const attention_layer& l, const d
   }
   apply_rope(ctx, l.rope, rope_freqs, q_pe.data(), n, H, R);
   apply_rope(ctx, l.rope, rope_freqs, k_pe.data(), n, 1, R);
-  ctx.ops.rms_norm(latent.data(), m.kv_a_norm.data(), latent.data(), C, n, c.rms_eps);
+  rms_norm_rows(ctx, latent.data(), m.kv_a_norm.data(), latent.data(), C, n, c.rms_eps);
 
   // Absorbed queries [C + R, H, n] and the single KV head [C + R, n], V = latent [C, n].
   std::vector<float> q_abs(static_cast<std::size_t>(n * H * C));

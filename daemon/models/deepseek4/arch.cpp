@@ -74,7 +74,7 @@ mix_weights deepseek4_model::weigh(forward_context& ctx, const hc_mix& m, const 
   const auto n = static_cast<std::int64_t>(ctx.batch.tokens.size());
   const std::int64_t E = hp_.n_embd, flat = hc_copies * E, M = m.fn.w.out;
   std::vector<float> normed(static_cast<std::size_t>(n * flat)), mixes(static_cast<std::size_t>(n * M));
-  ctx.ops.rms_norm(copies, nullptr, normed.data(), flat, n, config.rms_eps);
+  rms_norm_rows(ctx, copies, nullptr, normed.data(), flat, n, config.rms_eps);
   m.fn.apply(ctx, normed.data(), n, mixes.data());
   mix_weights w;
   w.pre.resize(static_cast<std::size_t>(n * hc_copies));
@@ -145,14 +145,14 @@ result<void> deepseek4_model::forward(forward_context& ctx) const {
     const auto l = static_cast<std::size_t>(il);
     mix_weights w = weigh(ctx, hc_attn[l], copies.data(), true);
     mix_copies(copies.data(), w.pre, E, n, cur.data());
-    ctx.ops.rms_norm(cur.data(), layers[l].attn_norm.data(), cur.data(), E, n, config.rms_eps);
+    rms_norm_rows(ctx, cur.data(), layers[l].attn_norm.data(), cur.data(), E, n, config.rms_eps);
     SPITE_TRY(dsv4::attention(ctx, layers[l], dims, il, cur.data(), delta.data()));
     spread(copies, delta.data(), w, E, n);
 
     const ffn_layer& f = weights.ffn[l];
     w = weigh(ctx, hc_ffn[l], copies.data(), true);
     mix_copies(copies.data(), w.pre, E, n, cur.data());
-    ctx.ops.rms_norm(cur.data(), f.norm.data(), cur.data(), E, n, config.rms_eps);
+    rms_norm_rows(ctx, cur.data(), f.norm.data(), cur.data(), E, n, config.rms_eps);
     ffn_block(ctx, f, config, cur.data(), delta.data());
     spread(copies, delta.data(), w, E, n);
   }

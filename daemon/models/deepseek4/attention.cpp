@@ -73,7 +73,7 @@ void compress_block(forward_context& ctx, const compressor& c, const rope_params
     }
     pooled[static_cast<std::size_t>(d)] = static_cast<float>(acc);
   }
-  ctx.ops.rms_norm(pooled.data(), c.norm.data(), pooled.data(), D, 1, eps);
+  rms_norm_rows(ctx, pooled.data(), c.norm.data(), pooled.data(), D, 1, eps);
   const auto pos = static_cast<std::int32_t>(k * ratio);
   rope_last(ctx, rp, pooled.data(), 1, 1, D, &pos);
   if (hadamard != nullptr) hadamard_rotate(*hadamard, pooled.data(), D, 1);
@@ -125,12 +125,12 @@ result<void> attention(forward_context& ctx, const layer& l, const dims& d, int 
   const std::int64_t rank = l.q_a.w.out;
   std::vector<float> qr(static_cast<std::size_t>(n * rank)), q(static_cast<std::size_t>(n * H * D)), kv(static_cast<std::size_t>(n * D));
   l.q_a.apply(ctx, in, n, qr.data());
-  ctx.ops.rms_norm(qr.data(), l.q_a_norm.data(), qr.data(), rank, n, d.rms_eps);
+  rms_norm_rows(ctx, qr.data(), l.q_a_norm.data(), qr.data(), rank, n, d.rms_eps);
   l.q_b.apply(ctx, qr.data(), n, q.data());
-  ctx.ops.rms_norm(q.data(), nullptr, q.data(), D, n * H, d.rms_eps);
+  rms_norm_rows(ctx, q.data(), nullptr, q.data(), D, n * H, d.rms_eps);
   rope_last(ctx, l.rope, q.data(), n, H, D, pos);
   l.kv.apply(ctx, in, n, kv.data());
-  ctx.ops.rms_norm(kv.data(), l.kv_norm.data(), kv.data(), D, n, d.rms_eps);
+  rms_norm_rows(ctx, kv.data(), l.kv_norm.data(), kv.data(), D, n, d.rms_eps);
   rope_last(ctx, l.rope, kv.data(), n, 1, D, pos);
   for (std::int64_t t = 0; t < n; ++t) ctx.kv.store(il, t, kv.data() + t * D, kv.data() + t * D);
 

@@ -43,7 +43,7 @@ void gemma4_model::per_layer_inputs(forward_context& ctx, const float* x, float*
   ple_model_proj.apply(ctx, x, n, pl);
   const float proj_scale = 1.0f / std::sqrt(static_cast<float>(E));
   for (std::int64_t i = 0; i < PL * n; ++i) pl[i] *= proj_scale;
-  ctx.ops.rms_norm(pl, ple_proj_norm.data(), pl, P, hp_.n_layer * n, config.rms_eps);
+  rms_norm_rows(ctx, pl, ple_proj_norm.data(), pl, P, hp_.n_layer * n, config.rms_eps);
   const dispatch::weight embd = dispatch::weight_of(*ple_embd);
   const gguf::type_traits& tr = gguf::traits(embd.type);
   std::vector<float> row(static_cast<std::size_t>(PL));
@@ -72,26 +72,26 @@ result<void> gemma4_model::forward(forward_context& ctx) const {
     const attention_layer& a = w.attn[static_cast<std::size_t>(il)];
     const ffn_layer& f = w.ffn[static_cast<std::size_t>(il)];
     const gemma4_layer& g = layers[static_cast<std::size_t>(il)];
-    ctx.ops.rms_norm(x.data(), a.norm.data(), cur.data(), E, n, c.rms_eps);
+    rms_norm_rows(ctx, x.data(), a.norm.data(), cur.data(), E, n, c.rms_eps);
     attention_block(ctx, a, c, il, freqs, cur.data(), delta.data());
-    ctx.ops.rms_norm(delta.data(), a.post_norm.data(), delta.data(), E, n, c.rms_eps);
+    rms_norm_rows(ctx, delta.data(), a.post_norm.data(), delta.data(), E, n, c.rms_eps);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
 
-    ctx.ops.rms_norm(x.data(), f.norm.data(), cur.data(), E, n, c.rms_eps);
+    rms_norm_rows(ctx, x.data(), f.norm.data(), cur.data(), E, n, c.rms_eps);
     ffn_block(ctx, f, c, cur.data(), delta.data());
     if (g.moe.is_moe()) {
-      ctx.ops.rms_norm(delta.data(), g.post_ffw_1.data(), delta.data(), E, n, c.rms_eps);
-      ctx.ops.rms_norm(x.data(), g.moe.norm.data(), moe_in.data(), E, n, c.rms_eps);
+      rms_norm_rows(ctx, delta.data(), g.post_ffw_1.data(), delta.data(), E, n, c.rms_eps);
+      rms_norm_rows(ctx, x.data(), g.moe.norm.data(), moe_in.data(), E, n, c.rms_eps);
       // The router sees RMSNorm(x) / sqrt(E) * scale.
-      ctx.ops.rms_norm(x.data(), nullptr, cur.data(), E, n, c.rms_eps);
+      rms_norm_rows(ctx, x.data(), nullptr, cur.data(), E, n, c.rms_eps);
       for (std::int64_t t = 0; t < n; ++t) {
         for (std::int64_t j = 0; j < E; ++j) cur[static_cast<std::size_t>(t * E + j)] = cur[static_cast<std::size_t>(t * E + j)] * router_scale * g.router_scale[static_cast<std::size_t>(j)];
       }
       ffn_block(ctx, g.moe, c, moe_in.data(), moe_out.data(), cur.data());
-      ctx.ops.rms_norm(moe_out.data(), g.post_ffw_2.data(), moe_out.data(), E, n, c.rms_eps);
+      rms_norm_rows(ctx, moe_out.data(), g.post_ffw_2.data(), moe_out.data(), E, n, c.rms_eps);
       for (std::size_t i = 0; i < delta.size(); ++i) delta[i] += moe_out[i];
     }
-    ctx.ops.rms_norm(delta.data(), f.post_norm.data(), delta.data(), E, n, c.rms_eps);
+    rms_norm_rows(ctx, delta.data(), f.post_norm.data(), delta.data(), E, n, c.rms_eps);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
 
     if (P > 0) {
@@ -101,7 +101,7 @@ result<void> gemma4_model::forward(forward_context& ctx) const {
       for (std::int64_t t = 0; t < n; ++t) std::copy_n(pl.data() + (t * L + il) * P, P, inp.data() + t * P);
       ctx.ops.geglu(gx.data(), inp.data(), h.data(), P, n);
       g.ple_proj.apply(ctx, h.data(), n, delta.data());
-      ctx.ops.rms_norm(delta.data(), g.ple_norm.data(), delta.data(), E, n, c.rms_eps);
+      rms_norm_rows(ctx, delta.data(), g.ple_norm.data(), delta.data(), E, n, c.rms_eps);
       for (std::size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
     }
     if (g.output_scale != 1.0f) {
