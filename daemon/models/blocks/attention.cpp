@@ -46,7 +46,7 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
   for (std::int64_t t = 0; t < n; ++t) by_seq[ctx.batch.seq[static_cast<std::size_t>(t)]].push_back(t);
   for (const auto& [seq, rows] : by_seq) {
     const auto m = static_cast<std::int64_t>(rows.size());
-    std::vector<float> qs(static_cast<std::size_t>(m * H * D)), os(static_cast<std::size_t>(m * H * Dv));
+    work_buffer qs(static_cast<std::size_t>(m * H * D)), os(static_cast<std::size_t>(m * H * Dv));
     std::vector<std::int32_t> qpos(rows.size());
     for (std::int64_t i = 0; i < m; ++i) {
       const std::int64_t t = rows[static_cast<std::size_t>(i)];
@@ -100,12 +100,12 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
                      Dv = l.head_dim_v > 0 ? l.head_dim_v : c.head_dim_v;
   if (!l.rope_freqs) rope_freqs = nullptr;
   const bool own_kv = l.kv_layer < 0;
-  std::vector<float> q(static_cast<std::size_t>(n * H * D)), k(static_cast<std::size_t>(n * Hkv * D)),
+  work_buffer q(static_cast<std::size_t>(n * H * D)), k(static_cast<std::size_t>(n * Hkv * D)),
       v(static_cast<std::size_t>(n * Hkv * Dv)), gate;
   if (!l.qkv.empty()) {
     // Fused projection: each token's row is [q | k | v].
     const std::int64_t width = H * D + Hkv * D + Hkv * Dv;
-    std::vector<float> qkv(static_cast<std::size_t>(n * width));
+    work_buffer qkv(static_cast<std::size_t>(n * width));
     l.qkv.apply(ctx, in, n, qkv.data());
     for (std::int64_t t = 0; t < n; ++t) {
       const float* row = qkv.data() + t * width;
@@ -115,7 +115,7 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
     }
   } else if (l.q_gate) {
     // Per head [q | gate]: q goes on, the gate waits for the attention's output.
-    std::vector<float> qg(static_cast<std::size_t>(n * H * 2 * D));
+    work_buffer qg(static_cast<std::size_t>(n * H * 2 * D));
     l.q.apply(ctx, in, n, qg.data());
     gate.resize(static_cast<std::size_t>(n * H * D));
     for (std::int64_t r = 0; r < n * H; ++r) {
@@ -148,7 +148,7 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
   if (c.q_prescale != 1.0f) {
     for (float& x : q) x *= c.q_prescale;
   }
-  std::vector<float> attn(static_cast<std::size_t>(n * H * Dv));
+  work_buffer attn(static_cast<std::size_t>(n * H * Dv));
   attend(ctx, l, c, layer, c.kq_scale, q.data(), k.data(), v.data(), D, Dv, attn.data());
   if (l.q_gate) {
     for (std::size_t i = 0; i < attn.size(); ++i) attn[i] *= 1.0f / (1.0f + std::exp(-gate[i]));

@@ -52,10 +52,10 @@ void clamp_swiglu(float* g, float* u, std::int64_t count, float limit) {
 // One dense gated FFN: out [E, n] = down(act(gate x) * up x).
 void dense(forward_context& ctx, const decoder_config& c, const linear& gate, const linear& up, const linear& down,
            const float* in, std::int64_t n, float* out, const expert_bias& bias = {}, float limit = 0.0f) {
-  std::vector<float> h;
+  work_buffer h;
   if (!gate.empty()) {
     const std::int64_t F = gate.w.out;
-    std::vector<float> g(static_cast<std::size_t>(F * n)), u(static_cast<std::size_t>(F * n));
+    work_buffer g(static_cast<std::size_t>(F * n)), u(static_cast<std::size_t>(F * n));
     gate.apply(ctx, in, n, g.data());
     add_rows(g.data(), bias.gate, F, n);
     up.apply(ctx, in, n, u.data());
@@ -66,7 +66,7 @@ void dense(forward_context& ctx, const decoder_config& c, const linear& gate, co
   } else {
     // Fused: each row of `up` output is [gate | up].
     const std::int64_t F = up.w.out / 2;
-    std::vector<float> gu(static_cast<std::size_t>(2 * F * n));
+    work_buffer gu(static_cast<std::size_t>(2 * F * n));
     up.apply(ctx, in, n, gu.data());
     h.resize(static_cast<std::size_t>(F * n));
     for (std::int64_t t = 0; t < n; ++t) {
