@@ -21,16 +21,16 @@
 
 namespace spite::dispatch::cpu {
 float accumulate_f16_scalar(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                            const float* weight, const float* rescale, std::int64_t n, std::int64_t d0, std::int64_t dv) {
+                            const float* weight, const float* rescale, std::int64_t n, std::int64_t d0, std::int64_t dv,
+                            float sum) {
   for (std::int64_t d = d0; d < dv; ++d) {
-    std::uint16_t acc = 0;
+    std::uint16_t acc = fp32_to_fp16(out[d]);  // exact: out holds an f16 value
     for (std::int64_t i = 0; i < n; ++i) {
       if (rescale[i] != 1.0f) acc = fp32_to_fp16(fp16_to_fp32(acc) * rescale[i]);
       acc = fp32_to_fp16(std::fma(fp16_to_fp32(values[keys[i] * stride + d]), weight[i], fp16_to_fp32(acc)));
     }
     out[d] = fp16_to_fp32(acc);
   }
-  float sum = 0.0f;
   for (std::int64_t i = 0; i < n; ++i) sum = std::fma(sum, rescale[i], weight[i]);
   return sum;
 }
@@ -56,9 +56,10 @@ float dot_f16_blocks(const simd_math* simd, const std::uint16_t* a, const float*
 }
 
 float accumulate_f16(const simd_math* simd, float* out, const std::uint16_t* values, std::int64_t stride,
-                     const std::int32_t* keys, const float* weight, const float* rescale, std::int64_t n, std::int64_t dv) {
-  if (simd != nullptr) return simd->accumulate_f16(out, values, stride, keys, weight, rescale, n, dv);
-  return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, 0, dv);
+                     const std::int32_t* keys, const float* weight, const float* rescale, std::int64_t n, std::int64_t dv,
+                     float sum) {
+  if (simd != nullptr) return simd->accumulate_f16(out, values, stride, keys, weight, rescale, n, dv, sum);
+  return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, 0, dv, sum);
 }
 
 void exp_nonpositive(const simd_math* simd, const float* x, float* y, std::int64_t n) {
@@ -115,54 +116,86 @@ void finish(const attention_args& a, std::int64_t h, float m, float s, float* ou
   for (std::int64_t d = 0; d < dv; ++d) out[d] *= inv;
 }
 
-// One query row of one head, key by key.
-struct row_scratch {
-  std::vector<float> q, score, weight, rescale;
-  std::vector<std::int32_t> keys;
+// One query row of the heads [h0, h1) that share a kv head, key by key.
+struct group_scratch {
+  std::vector<float> q, weight, rescale, m, sum;  // per head: [dk], [n], [n], 1, 1
+  std::vector<std::int32_t> keys;                 // the keys the query may see, shared by the heads
 };
+
+// Keys per block: the block's key and value rows (8 KiB each for 64-element f16 heads) stay in
+// L1 while every head of the group takes them, so each row comes from memory once per group
+// instead of once per head (8 times for an 8-head group at long contexts).
+constexpr std::size_t key_block = 64;
 
 // The online softmax is sequential in its f16 accumulator only: the scores, the running
 // maximum and the exponentials are worked out first (independent calls that the processor
-// overlaps), then the accumulator takes the keys in order.
-void attend_row(const attention_args& a, const shape& sh, const simd_math* simd, std::int64_t t, std::int64_t h,
-                row_scratch& w) {
-  const std::int64_t hk = h / sh.group;
-  const float* qs = a.q + (t * a.n_head + h) * sh.dk;
-  w.q.resize(static_cast<std::size_t>(sh.dk));
-  if (simd != nullptr) {
-    simd->round_f16(qs, w.q.data(), sh.dk);
-  } else {
-    for (std::int64_t d = 0; d < sh.dk; ++d) w.q[static_cast<std::size_t>(d)] = fp16_to_fp32(fp32_to_fp16(qs[d]));
+// overlaps), then the accumulator takes the keys in order, a block at a time for each head.
+// Each head sees the same operations in the same order as when it ran alone.
+void attend_group(const attention_args& a, const shape& sh, const simd_math* simd, std::int64_t t, std::int64_t h0,
+                  std::int64_t h1, group_scratch& w) {
+  const std::int64_t hk = h0 / sh.group;
+  const auto heads = static_cast<std::size_t>(h1 - h0), dk = static_cast<std::size_t>(sh.dk);
+  w.q.resize(heads * dk);
+  for (std::size_t h = 0; h < heads; ++h) {
+    const float* qs = a.q + (t * a.n_head + h0 + static_cast<std::int64_t>(h)) * sh.dk;
+    float* q = w.q.data() + h * dk;
+    if (simd != nullptr) {
+      simd->round_f16(qs, q, sh.dk);
+    } else {
+      for (std::size_t d = 0; d < dk; ++d) q[d] = fp16_to_fp32(fp32_to_fp16(qs[d]));
+    }
   }
   w.keys.clear();
-  w.score.clear();
   for (std::int64_t j = 0; j < a.n_kv; ++j) {
-    if (key_masked(a, t, j)) continue;
-    float s = dot_f16_blocks(simd, a.k + j * sh.k_stride + hk * sh.dk, w.q.data(), sh.dk) * sh.scale;
-    if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);
-    w.keys.push_back(static_cast<std::int32_t>(j));
-    w.score.push_back(s);
+    if (!key_masked(a, t, j)) w.keys.push_back(static_cast<std::int32_t>(j));
+  }
+  const std::size_t n = w.keys.size();
+  w.weight.resize(heads * n);
+  w.rescale.resize(heads * n);
+  for (std::size_t i0 = 0; i0 < n; i0 += key_block) {
+    const std::size_t i1 = std::min(n, i0 + key_block);
+    for (std::size_t h = 0; h < heads; ++h) {
+      float* score = w.weight.data() + h * n;
+      for (std::size_t i = i0; i < i1; ++i) {
+        float s = dot_f16_blocks(simd, a.k + w.keys[i] * sh.k_stride + hk * sh.dk, w.q.data() + h * dk, sh.dk) * sh.scale;
+        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);
+        score[i] = s;
+      }
+    }
   }
   // A new maximum rescales what came before by exp(old - new) and weighs its key 1; any other
   // key weighs exp(s - max). The exponentials are the C library's, computed in one pass.
-  const std::size_t n = w.keys.size();
-  w.weight.resize(n);
-  w.rescale.resize(n);
-  float m = neg_inf;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float s = w.score[i];
-    w.rescale[i] = s > m ? m - s : 1.0f;  // 1.0f: no new maximum (an argument is never positive)
-    w.weight[i] = s > m ? 0.0f : s - m;
-    m = std::max(m, s);
+  w.m.assign(heads, neg_inf);
+  w.sum.assign(heads, 0.0f);
+  for (std::size_t h = 0; h < heads; ++h) {
+    float* weight = w.weight.data() + h * n;  // the scores, until they become weights here
+    float* rescale = w.rescale.data() + h * n;
+    float m = neg_inf;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float s = weight[i];
+      rescale[i] = s > m ? m - s : 1.0f;  // 1.0f: no new maximum (an argument is never positive)
+      weight[i] = s > m ? 0.0f : s - m;
+      m = std::max(m, s);
+    }
+    w.m[h] = m;
+    exp_nonpositive(simd, weight, weight, static_cast<std::int64_t>(n));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (rescale[i] != 1.0f) rescale[i] = std::exp(rescale[i]);
+    }
+    std::fill_n(a.out + (t * a.n_head + h0 + static_cast<std::int64_t>(h)) * sh.dv, sh.dv, 0.0f);
   }
-  exp_nonpositive(simd, w.weight.data(), w.weight.data(), static_cast<std::int64_t>(n));
-  for (std::size_t i = 0; i < n; ++i) {
-    if (w.rescale[i] != 1.0f) w.rescale[i] = std::exp(w.rescale[i]);
+  for (std::size_t i0 = 0; i0 < n; i0 += key_block) {
+    const auto len = static_cast<std::int64_t>(std::min(n, i0 + key_block) - i0);
+    for (std::size_t h = 0; h < heads; ++h) {
+      float* out = a.out + (t * a.n_head + h0 + static_cast<std::int64_t>(h)) * sh.dv;
+      w.sum[h] = accumulate_f16(simd, out, a.v + hk * sh.dv, sh.v_stride, w.keys.data() + i0, w.weight.data() + h * n + i0,
+                                w.rescale.data() + h * n + i0, len, sh.dv, w.sum[h]);
+    }
   }
-  float* out = a.out + (t * a.n_head + h) * sh.dv;
-  const float s_sum = accumulate_f16(simd, out, a.v + hk * sh.dv, sh.v_stride, w.keys.data(), w.weight.data(), w.rescale.data(),
-                 static_cast<std::int64_t>(n), sh.dv);
-  finish(a, h, m, s_sum, out, sh.dv);
+  for (std::size_t h = 0; h < heads; ++h) {
+    finish(a, h0 + static_cast<std::int64_t>(h), w.m[h], w.sum[h], a.out + (t * a.n_head + h0 + static_cast<std::int64_t>(h)) * sh.dv,
+           sh.dv);
+  }
 }
 
 // The keys and values widened to f32 once per call, shared by every head of a group and every
@@ -272,9 +305,18 @@ void flash_attention(const attention_args& a, thread_pool& pool) {
   // The reference tiles batches of at least one tile whose values fill whole 16-lane vectors.
   const bool tiled = a.n_tokens >= k_tile && sh.dv % 16 == 0;
   if (!tiled) {
-    pool.parallel_for(a.n_tokens * a.n_head, [&](std::int64_t begin, std::int64_t end, int) {
-      row_scratch w;
-      for (std::int64_t i = begin; i < end; ++i) attend_row(a, sh, simd, i / a.n_head, i % a.n_head, w);
+    // Work items: one query row of a part of a kv head's group of query heads; the groups are
+    // cut into parts only as far as needed for two items per thread.
+    const std::int64_t groups = a.n_tokens * a.n_head_kv;
+    const std::int64_t parts = std::clamp<std::int64_t>((2 * pool.size() + groups - 1) / groups, 1, sh.group);
+    const std::int64_t per_part = (sh.group + parts - 1) / parts;
+    pool.parallel_for(groups * parts, [&](std::int64_t begin, std::int64_t end, int) {
+      group_scratch w;
+      for (std::int64_t i = begin; i < end; ++i) {
+        const std::int64_t t = i / (a.n_head_kv * parts), hk = i / parts % a.n_head_kv, part = i % parts;
+        const std::int64_t h0 = hk * sh.group + part * per_part, h1 = std::min((hk + 1) * sh.group, h0 + per_part);
+        if (h0 < h1) attend_group(a, sh, simd, t, h0, h1, w);
+      }
     });
     return;
   }

@@ -140,12 +140,13 @@ void exp_nonpositive(const float* x, float* y, std::int64_t n) {
   for (; i < n; ++i) y[i] = std::exp(x[i]);
 }
 
-// W vectors of 4 dimensions kept in registers (as f16-rounded floats) over all the keys.
+// W vectors of 4 dimensions kept in registers (as f16-rounded floats) over all the keys,
+// starting from out.
 template <int W>
 void accumulate_block(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                       const float* weight, const float* rescale, std::int64_t n) {
   float32x4_t acc[W];
-  for (auto& a : acc) a = vdupq_n_f32(0.0f);
+  for (int w = 0; w < W; ++w) acc[w] = vld1q_f32(out + 4 * w);
   for (std::int64_t i = 0; i < n; ++i) {
     if (rescale[i] != 1.0f) {
       const float32x4_t s = vdupq_n_f32(rescale[i]);
@@ -159,11 +160,11 @@ void accumulate_block(float* out, const std::uint16_t* values, std::int64_t stri
 }
 
 float accumulate_f16(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                     const float* weight, const float* rescale, std::int64_t n, std::int64_t dv) {
+                     const float* weight, const float* rescale, std::int64_t n, std::int64_t dv, float sum) {
   std::int64_t d = 0;
   for (; d + 64 <= dv; d += 64) accumulate_block<16>(out + d, values + d, stride, keys, weight, rescale, n);
   for (; d + 4 <= dv; d += 4) accumulate_block<1>(out + d, values + d, stride, keys, weight, rescale, n);
-  return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, d, dv);
+  return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, d, dv, sum);
 }
 
 // A block of R rows x 4*W columns of c kept in registers over the whole k loop.

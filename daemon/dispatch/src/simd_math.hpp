@@ -30,12 +30,14 @@ struct simd_math {
   // y[i] = expf(x[i]) as the C library computes it (glibc's algorithm: a 32-entry table of
   // 2^(i/32) and a cubic in double, rounded once to float), for x[i] <= 0 or -inf.
   void (*exp_nonpositive)(const float* x, float* y, std::int64_t n);
-  // The f16 accumulator of the online softmax over n keys, out[d] its final value widened:
-  // starting from 0, for each key i in order, acc = f16(acc * rescale[i]) when rescale[i] != 1,
+  // The f16 accumulator of the online softmax over n keys, out[d] its value widened: starting
+  // from out[d] (0 for the first keys; an f16 value, as a previous call left it, to go on with
+  // later keys), for each key i in order, acc = f16(acc * rescale[i]) when rescale[i] != 1,
   // then acc = f16(fma(v, weight[i], acc)) with v the f16 row at values + keys[i] * stride.
-  // Returns the softmax denominator, sum = fma(sum, rescale[i], weight[i]) in key order.
+  // Returns the softmax denominator, sum = fma(sum, rescale[i], weight[i]) in key order from
+  // the `sum` given.
   float (*accumulate_f16)(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                          const float* weight, const float* rescale, std::int64_t n, std::int64_t dv);
+                          const float* weight, const float* rescale, std::int64_t n, std::int64_t dv, float sum);
   // c[m x n] += a[m x k] b[k x n], row-major; each element one chain of fused multiply-adds
   // in k order, starting from its value in c.
   void (*gemm_acc)(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n);
@@ -46,6 +48,7 @@ const simd_math* fast_math();
 // simd_math::accumulate_f16's scalar definition for the dimensions [d0, dv) (the SIMD ones
 // finish their tails with it), returning the denominator (cpu_flash_attention.cpp).
 float accumulate_f16_scalar(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                            const float* weight, const float* rescale, std::int64_t n, std::int64_t d0, std::int64_t dv);
+                            const float* weight, const float* rescale, std::int64_t n, std::int64_t d0, std::int64_t dv,
+                            float sum);
 
 }  // namespace spite::dispatch::cpu

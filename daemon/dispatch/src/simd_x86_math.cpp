@@ -158,12 +158,13 @@ SPITE_AVX2 void exp_nonpositive(const float* x, float* y, std::int64_t n) {
 
 SPITE_AVX2 inline __m256 round8(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, k_round)); }
 
-// W vectors of 8 dimensions kept in registers (as f16-rounded floats) over all the keys.
+// W vectors of 8 dimensions kept in registers (as f16-rounded floats) over all the keys,
+// starting from out.
 template <int W>
 SPITE_AVX2 void accumulate_block(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                                  const float* weight, const float* rescale, std::int64_t n) {
   __m256 acc[W];
-  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (int w = 0; w < W; ++w) acc[w] = _mm256_loadu_ps(out + 8 * w);
   for (std::int64_t i = 0; i < n; ++i) {
     if (rescale[i] != 1.0f) {
       const __m256 s = _mm256_set1_ps(rescale[i]);
@@ -177,11 +178,11 @@ SPITE_AVX2 void accumulate_block(float* out, const std::uint16_t* values, std::i
 }
 
 SPITE_AVX2 float accumulate_f16(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                                const float* weight, const float* rescale, std::int64_t n, std::int64_t dv) {
+                                const float* weight, const float* rescale, std::int64_t n, std::int64_t dv, float sum) {
   std::int64_t d = 0;
   for (; d + 64 <= dv; d += 64) accumulate_block<8>(out + d, values + d, stride, keys, weight, rescale, n);
   for (; d + 8 <= dv; d += 8) accumulate_block<1>(out + d, values + d, stride, keys, weight, rescale, n);
-  return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, d, dv);
+  return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, d, dv, sum);
 }
 
 // A block of R rows x 8*W columns of c kept in registers over the whole k loop.

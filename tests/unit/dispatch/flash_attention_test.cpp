@@ -216,8 +216,19 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     float sum = 0.0f;
     for (std::int64_t i = 0; i < n_keys; ++i) sum = std::fma(sum, rescale[static_cast<std::size_t>(i)], weight[static_cast<std::size_t>(i)]);
     INFO("dv " << dv);
-    CHECK(same_bits(simd->accumulate_f16(out.data(), values.data(), stride, keys.data(), weight.data(), rescale.data(), n_keys, dv), sum));
+    CHECK(same_bits(simd->accumulate_f16(out.data(), values.data(), stride, keys.data(), weight.data(), rescale.data(), n_keys, dv, 0.0f),
+                    sum));
     for (std::size_t d = 0; d < out.size(); ++d) CHECK(same_bits(out[d], want[d]));
+    // The same keys in three calls, each going on from the accumulator and sum the last left.
+    std::vector<float> resumed(out.size(), 0.0f);
+    float part_sum = 0.0f;
+    for (const auto [i0, i1] : {std::array<std::int64_t, 2>{0, 41}, {41, 100}, {100, n_keys}}) {
+      const auto at = static_cast<std::size_t>(i0);
+      part_sum = simd->accumulate_f16(resumed.data(), values.data(), stride, keys.data() + at, weight.data() + at, rescale.data() + at,
+                                      i1 - i0, dv, part_sum);
+    }
+    CHECK(same_bits(part_sum, sum));
+    for (std::size_t d = 0; d < out.size(); ++d) CHECK(same_bits(resumed[d], want[d]));
   }
   // The GEMM: every element one chain of fused multiply-adds from its old value, odd shapes.
   for (const auto [m, k, n] : {std::array<std::int64_t, 3>{64, 64, 64}, {7, 40, 64}, {64, 64, 24}, {3, 5, 13}, {5, 576, 512}}) {
