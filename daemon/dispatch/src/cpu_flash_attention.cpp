@@ -229,14 +229,63 @@ widened_kv widen_kv(const attention_args& a, const shape& sh, const simd_math* s
   return kv;
 }
 
+// Which keys of each 64 x 64 tile (query tile, key tile) the queries may see, worked out once
+// per call for every head: none (the tile is skipped), all (no per-key test), or some (a
+// flag per query row and key, kept only for those tiles: the diagonal of a causal batch).
+struct tile_visibility {
+  enum : char { none, all, some };
+  std::int64_t key_tiles = 0;
+  std::vector<char> state;           // [query tile][key tile]
+  std::vector<std::int64_t> at;      // offset of a `some` tile's flags in `visible`
+  std::vector<std::uint8_t> visible;  // [rows][64]: 1 = the row may see the key
+
+  char of(std::int64_t qt, std::int64_t kt) const { return state[static_cast<std::size_t>(qt * key_tiles + kt)]; }
+  const std::uint8_t* flags(std::int64_t qt, std::int64_t kt) const {
+    return visible.data() + at[static_cast<std::size_t>(qt * key_tiles + kt)];
+  }
+};
+
+tile_visibility tile_visibility_of(const attention_args& a) {
+  tile_visibility v;
+  const std::int64_t query_tiles = (a.n_tokens + k_tile - 1) / k_tile;
+  v.key_tiles = (a.n_kv + k_tile - 1) / k_tile;
+  v.state.assign(static_cast<std::size_t>(query_tiles * v.key_tiles), tile_visibility::none);
+  v.at.assign(v.state.size(), 0);
+  std::vector<std::uint8_t> flags(static_cast<std::size_t>(k_tile * k_tile));
+  for (std::int64_t qt = 0; qt < query_tiles; ++qt) {
+    const std::int64_t t0 = qt * k_tile, rows = std::min(k_tile, a.n_tokens - t0);
+    for (std::int64_t kt = 0; kt < v.key_tiles; ++kt) {
+      const std::int64_t c = kt * k_tile, n_keys = std::min(k_tile, a.n_kv - c);
+      std::int64_t seen = 0;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t j = 0; j < k_tile; ++j) {
+          const bool see = j < n_keys && !key_masked(a, t0 + r, c + j);
+          flags[static_cast<std::size_t>(r * k_tile + j)] = see ? 1 : 0;
+          seen += see ? 1 : 0;
+        }
+      }
+      const auto i = static_cast<std::size_t>(qt * v.key_tiles + kt);
+      if (seen == 0) continue;
+      if (seen == rows * k_tile) {
+        v.state[i] = tile_visibility::all;
+        continue;
+      }
+      v.state[i] = tile_visibility::some;
+      v.at[i] = static_cast<std::int64_t>(v.visible.size());
+      v.visible.insert(v.visible.end(), flags.begin(), flags.begin() + rows * k_tile);
+    }
+  }
+  return v;
+}
+
 // Up to 64 query rows of one head against the keys 64 at a time.
 struct tile_scratch {
   std::vector<float> q, kq, out, s, m;
   std::vector<char> skip;
 };
 
-void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd, const widened_kv& kv, std::int64_t t0,
-                 std::int64_t rows, std::int64_t h, tile_scratch& w) {
+void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd, const widened_kv& kv,
+                 const tile_visibility& vis, std::int64_t t0, std::int64_t rows, std::int64_t h, tile_scratch& w) {
   const std::int64_t hk = h / sh.group, dk = sh.dk, dv = sh.dv;
   w.q.resize(static_cast<std::size_t>(rows * dk));
   for (std::int64_t r = 0; r < rows; ++r) std::copy_n(a.q + ((t0 + r) * a.n_head + h) * dk, dk, w.q.data() + r * dk);
@@ -246,21 +295,22 @@ void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd
   w.m.assign(static_cast<std::size_t>(rows), neg_inf);
   w.skip.resize(static_cast<std::size_t>(rows));
   for (std::int64_t c = 0; c < a.n_kv; c += k_tile) {
-    const std::int64_t n_keys = std::min(k_tile, a.n_kv - c);
     // Keys no row of the tile may see are skipped whole.
-    bool any = false;
-    for (std::int64_t r = 0; r < rows && !any; ++r) {
-      for (std::int64_t j = 0; j < n_keys && !any; ++j) any = !key_masked(a, t0 + r, c + j);
-    }
-    if (!any) continue;
+    const char seen = vis.of(t0 / k_tile, c / k_tile);
+    if (seen == tile_visibility::none) continue;
+    const std::uint8_t* visible = seen == tile_visibility::some ? vis.flags(t0 / k_tile, c / k_tile) : nullptr;
     std::fill(w.kq.begin(), w.kq.end(), 0.0f);
     gemm_acc(simd, w.kq.data(), w.q.data(), kv.keys(hk, c / k_tile), rows, dk, k_tile);
     for (std::int64_t r = 0; r < rows; ++r) {
       float* kq = w.kq.data() + r * k_tile;
-      for (std::int64_t j = 0; j < k_tile; ++j) {
-        float s = kq[j] * sh.scale;
-        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);
-        kq[j] = j < n_keys && !key_masked(a, t0 + r, c + j) ? s : neg_inf;
+      if (a.softcap > 0.0f) {
+        for (std::int64_t j = 0; j < k_tile; ++j) kq[j] = a.softcap * std::tanh(kq[j] * sh.scale);
+      } else {
+        for (std::int64_t j = 0; j < k_tile; ++j) kq[j] *= sh.scale;
+      }
+      if (visible != nullptr) {
+        const std::uint8_t* row_visible = visible + r * k_tile;
+        for (std::int64_t j = 0; j < k_tile; ++j) kq[j] = row_visible[j] != 0 ? kq[j] : neg_inf;
       }
       const float tile_max = *std::max_element(kq, kq + k_tile);
       w.skip[static_cast<std::size_t>(r)] = tile_max == neg_inf;
@@ -321,12 +371,13 @@ void flash_attention(const attention_args& a, thread_pool& pool) {
     return;
   }
   const widened_kv kv = widen_kv(a, sh, simd, pool);
+  const tile_visibility vis = tile_visibility_of(a);
   const std::int64_t n_tiles = (a.n_tokens + k_tile - 1) / k_tile;
   pool.parallel_for(n_tiles * a.n_head, [&](std::int64_t begin, std::int64_t end, int) {
     tile_scratch w;
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t h = i / n_tiles, t0 = (i % n_tiles) * k_tile;
-      attend_tile(a, sh, simd, kv, t0, std::min(k_tile, a.n_tokens - t0), h, w);
+      attend_tile(a, sh, simd, kv, vis, t0, std::min(k_tile, a.n_tokens - t0), h, w);
     }
   });
 }
