@@ -46,19 +46,22 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
   for (std::int64_t t = 0; t < n; ++t) by_seq[ctx.batch.seq[static_cast<std::size_t>(t)]].push_back(t);
   for (const auto& [seq, rows] : by_seq) {
     const auto m = static_cast<std::int64_t>(rows.size());
-    work_buffer qs(static_cast<std::size_t>(m * H * D)), os(static_cast<std::size_t>(m * H * Dv));
+    // A batch of one sequence (every prefill) attends in place; the rows of a mixed batch are
+    // gathered per sequence and scattered back.
+    const bool whole_batch = m == n;
+    work_buffer qs(whole_batch ? 0 : static_cast<std::size_t>(m * H * D)), os(whole_batch ? 0 : static_cast<std::size_t>(m * H * Dv));
     std::vector<std::int32_t> qpos(rows.size());
     for (std::int64_t i = 0; i < m; ++i) {
       const std::int64_t t = rows[static_cast<std::size_t>(i)];
-      std::copy(q + t * H * D, q + (t + 1) * H * D, qs.data() + i * H * D);
+      if (!whole_batch) std::copy(q + t * H * D, q + (t + 1) * H * D, qs.data() + i * H * D);
       qpos[static_cast<std::size_t>(i)] = ctx.batch.pos[static_cast<std::size_t>(t)];
     }
     const kv_view view = ctx.kv.view(layer, seq);
     std::vector<std::uint8_t> allowed;
     if (extras.select) extras.select(seq, rows, view, allowed);
     dispatch::attention_args a{};
-    a.q = qs.data();
-    a.out = os.data();
+    a.q = whole_batch ? q : qs.data();
+    a.out = whole_batch ? out : os.data();
     a.n_tokens = m;
     a.n_head = H;
     a.n_head_kv = Hkv;
@@ -78,7 +81,7 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
     a.mask = l.mask;
     a.flash = ctx.flash_attn;
     ctx.ops.attention(a, ctx.pool);
-    for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t i = 0; i < m && !whole_batch; ++i) {
       const std::int64_t t = rows[static_cast<std::size_t>(i)];
       std::copy(os.data() + i * H * Dv, os.data() + (i + 1) * H * Dv, out + t * H * Dv);
     }
