@@ -55,6 +55,12 @@ float dot_f16_blocks(const simd_math* simd, const std::uint16_t* a, const float*
   return static_cast<float>(sum);
 }
 
+void dot_f16_rows(const simd_math* simd, const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys,
+                  std::int64_t count, const float* b, std::int64_t n, float* out) {
+  if (simd != nullptr) return simd->dot_f16_rows(rows, stride, keys, count, b, n, out);
+  for (std::int64_t i = 0; i < count; ++i) out[i] = dot_f16_blocks(nullptr, rows + keys[i] * stride, b, n);
+}
+
 float accumulate_f16(const simd_math* simd, float* out, const std::uint16_t* values, std::int64_t stride,
                      const std::int32_t* keys, const float* weight, const float* rescale, std::int64_t n, std::int64_t dv,
                      float sum) {
@@ -156,8 +162,10 @@ void attend_group(const attention_args& a, const shape& sh, const simd_math* sim
     const std::size_t i1 = std::min(n, i0 + key_block);
     for (std::size_t h = 0; h < heads; ++h) {
       float* score = w.weight.data() + h * n;
+      dot_f16_rows(simd, a.k + hk * sh.dk, sh.k_stride, w.keys.data() + i0, static_cast<std::int64_t>(i1 - i0), w.q.data() + h * dk,
+                   sh.dk, score + i0);
       for (std::size_t i = i0; i < i1; ++i) {
-        float s = dot_f16_blocks(simd, a.k + w.keys[i] * sh.k_stride + hk * sh.dk, w.q.data() + h * dk, sh.dk) * sh.scale;
+        float s = score[i] * sh.scale;
         if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);
         score[i] = s;
       }

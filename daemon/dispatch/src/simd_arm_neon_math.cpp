@@ -98,6 +98,11 @@ void swiglu16(const float* g, const float* u, float* h) {
 
 float dot_f16_blocks(const std::uint16_t* a, const float* b, std::int64_t n) { return neon::vec_dot_f16(a, b, n); }
 
+void dot_f16_rows(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count, const float* b,
+                  std::int64_t n, float* out) {
+  for (std::int64_t i = 0; i < count; ++i) out[i] = neon::vec_dot_f16(rows + keys[i] * stride, b, n);
+}
+
 // The C library's expf as AArch64 glibc builds it: x / ln2 * 32 in double rounded to an
 // integer k (ties away from zero, its TOINT_INTRINSICS) and a remainder r, 2^(k/32) from the
 // table (the integer part of k/32 added to its exponent), 2^(r/32) as a cubic with fused
@@ -208,7 +213,7 @@ void gemm_acc(float* c, const float* a, const float* b, std::int64_t m, std::int
 }
 
 constexpr simd_math k_neon{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
-                           swiglu16, dot_f16_blocks, exp_nonpositive, accumulate_f16, gemm_acc};
+                           swiglu16, dot_f16_blocks, dot_f16_rows, exp_nonpositive, accumulate_f16, gemm_acc};
 
 }  // namespace
 

@@ -27,6 +27,10 @@ struct simd_math {
   // lanes, the groups folded (0+2, 1+3, then the two) and reduced as reduce16, the rest added
   // in double. `a` f16, `b` f16-valued floats, so every product is exact.
   float (*dot_f16_blocks)(const std::uint16_t* a, const float* b, std::int64_t n);
+  // out[i] = dot_f16_blocks(rows + keys[i] * stride, b, n) for i < count: the scores of a run
+  // of cached keys, with the calls' bits.
+  void (*dot_f16_rows)(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
+                       const float* b, std::int64_t n, float* out);
   // y[i] = expf(x[i]) as the C library computes it (glibc's algorithm: a 32-entry table of
   // 2^(i/32) and a cubic in double, rounded once to float), for x[i] <= 0 or -inf.
   void (*exp_nonpositive)(const float* x, float* y, std::int64_t n);

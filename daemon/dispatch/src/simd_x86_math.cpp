@@ -115,6 +115,43 @@ SPITE_AVX2 void swiglu16(const float* g, const float* u, float* h) {
 
 float dot_f16_blocks(const std::uint16_t* a, const float* b, std::int64_t n) { return x86::vec_dot_f16(a, b, n); }
 
+// One 64-element row as vec_dot_f16 sums it, up to its 8-lane fold: each of the 64 products
+// alone in its lane of group g = e / 16 (an fma onto zero, as the first block's), the groups
+// folded (0 + 2) + (1 + 3) per half and the halves added (reduce16's first step).
+SPITE_AVX2 inline __m256 fold64(const std::uint16_t* a, const __m256 (&b)[8]) {
+  __m256 p[8];
+  for (int i = 0; i < 8; ++i) p[i] = _mm256_fmadd_ps(widen8(a + 8 * i), b[i], _mm256_setzero_ps());
+  // p[2g + h]: group g, half h
+  const __m256 h0 = _mm256_add_ps(_mm256_add_ps(p[0], p[4]), _mm256_add_ps(p[2], p[6]));
+  const __m256 h1 = _mm256_add_ps(_mm256_add_ps(p[1], p[5]), _mm256_add_ps(p[3], p[7]));
+  return _mm256_add_ps(h0, h1);
+}
+
+// reduce16's last steps for four rows at once: s4 = low + high 128 bits, then
+// (s4[0] + s4[2]) + (s4[1] + s4[3]) per row.
+SPITE_AVX2 inline __m128 finish4(__m256 r0, __m256 r1, __m256 r2, __m256 r3) {
+  const auto s4 = [](__m256 v) SPITE_AVX2 { return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); };
+  const __m128 a = s4(r0), b = s4(r1), c = s4(r2), d = s4(r3);
+  const __m128 ab = _mm_add_ps(_mm_unpacklo_ps(a, b), _mm_unpackhi_ps(a, b));  // [a02 b02 a13 b13]
+  const __m128 cd = _mm_add_ps(_mm_unpacklo_ps(c, d), _mm_unpackhi_ps(c, d));
+  return _mm_add_ps(_mm_movelh_ps(ab, cd), _mm_movehl_ps(cd, ab));  // [a b c d]
+}
+
+SPITE_AVX2 void dot_f16_rows(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
+                             const float* b, std::int64_t n, float* out) {
+  std::int64_t i = 0;
+  if (n == 64) {  // the common head size, four keys at a time
+    __m256 bv[8];
+    for (int k = 0; k < 8; ++k) bv[k] = _mm256_loadu_ps(b + 8 * k);
+    for (; i + 4 <= count; i += 4) {
+      const __m256 r0 = fold64(rows + keys[i] * stride, bv), r1 = fold64(rows + keys[i + 1] * stride, bv);
+      const __m256 r2 = fold64(rows + keys[i + 2] * stride, bv), r3 = fold64(rows + keys[i + 3] * stride, bv);
+      _mm_storeu_ps(out + i, finish4(r0, r1, r2, r3));
+    }
+  }
+  for (; i < count; ++i) out[i] = x86::vec_dot_f16(rows + keys[i] * stride, b, n);
+}
+
 constexpr int k_round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
 // glibc's expf: x / ln2 * 32 split into an integer k and a remainder r (|r| <= 1/2), 2^(k/32)
@@ -231,7 +268,7 @@ bool usable() {
 }
 
 constexpr simd_math k_avx2{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
-                           swiglu16, dot_f16_blocks, exp_nonpositive, accumulate_f16, gemm_acc};
+                           swiglu16, dot_f16_blocks, dot_f16_rows, exp_nonpositive, accumulate_f16, gemm_acc};
 
 }  // namespace
 

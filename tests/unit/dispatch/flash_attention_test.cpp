@@ -172,6 +172,23 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     for (std::int64_t i = np; i < n; ++i) want += fp16_to_fp32(a[static_cast<std::size_t>(i)]) * b[static_cast<std::size_t>(i)];
     CHECK(same_bits(simd->dot_f16_blocks(a.data(), b.data(), n), static_cast<float>(want)));
   }
+  // The scores of a run of cached keys: each the bits of its own dot product, for head sizes on
+  // and off the 64-element path, runs not a multiple of its 4 keys, and rows of zeros.
+  for (const std::int64_t n : {64, 40, 128}) {
+    const std::int64_t stride = 3 * n + 7, n_rows = 50;
+    std::vector<std::uint16_t> rows(static_cast<std::size_t>(n_rows * stride));
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = fp32_to_fp16(i / static_cast<std::size_t>(stride) % 7 == 3 ? 0.0f : normal(rng));
+    std::vector<float> b(static_cast<std::size_t>(n));
+    for (auto& x : b) x = fp16_to_fp32(fp32_to_fp16(normal(rng)));
+    std::vector<std::int32_t> keys;
+    for (std::int32_t k = 0; k < 23; ++k) keys.push_back((k * 17) % n_rows);
+    std::vector<float> got(keys.size());
+    simd->dot_f16_rows(rows.data() + 5, stride, keys.data(), static_cast<std::int64_t>(keys.size()), b.data(), n, got.data());
+    INFO("rows of " << n);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      CHECK(same_bits(got[i], simd->dot_f16_blocks(rows.data() + 5 + keys[i] * stride, b.data(), n)));
+    }
+  }
   // The C library's expf over the non-positive floats: every 331st bit pattern from -0 down to
   // -inf, plus the edges (underflow to subnormals and to zero).
   {
