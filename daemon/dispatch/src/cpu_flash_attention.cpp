@@ -366,6 +366,7 @@ void flash_attention(const attention_args& a, thread_pool& pool) {
     // Work items: one query row of a part of a kv head's group of query heads; the groups are
     // cut into parts only as far as needed for two items per thread.
     const std::int64_t groups = a.n_tokens * a.n_head_kv;
+    if (groups <= 0) return;
     const std::int64_t parts = std::clamp<std::int64_t>((2 * pool.size() + groups - 1) / groups, 1, sh.group);
     const std::int64_t per_part = (sh.group + parts - 1) / parts;
     pool.parallel_for(groups * parts, [&](std::int64_t begin, std::int64_t end, int) {

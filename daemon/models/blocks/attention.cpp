@@ -145,7 +145,7 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
   if (apply_rope(ctx, l.rope, rope_freqs, q.data(), n, H, D) &&
       (!own_kv || apply_rope(ctx, l.rope, rope_freqs, k.data(), n, Hkv, D)) && c.qk_rms_after_rope) {
     rms_norm_rows(ctx, q.data(), nullptr, q.data(), D, n * H, c.rms_eps);
-    rms_norm_rows(ctx, k.data(), nullptr, k.data(), D, n * Hkv, c.rms_eps);
+    if (own_kv) rms_norm_rows(ctx, k.data(), nullptr, k.data(), D, n * Hkv, c.rms_eps);
   }
   if (l.temperature) apply_temperature(ctx, c, q.data(), H * D);
   if (c.q_prescale != 1.0f) {

@@ -8,7 +8,11 @@ void for_row_blocks(thread_pool& pool, std::int64_t rows, std::int64_t row_elems
     if (rows > 0) fn(0, rows);
     return;
   }
-  pool.parallel_for(rows, [&](std::int64_t begin, std::int64_t end, int) { fn(begin, end); });
+  // In pairs of rows (the last unit takes an odd row too): every call still sees a batch of
+  // rows, so a plug-in kernel chosen for batches (the dispatcher's choice depends on rows > 1)
+  // takes every block, whatever the split.
+  const std::int64_t units = rows / 2;
+  pool.parallel_for(units, [&](std::int64_t begin, std::int64_t end, int) { fn(2 * begin, end == units ? rows : 2 * end); });
 }
 
 void rms_norm_rows(const dispatch::op_table& ops, thread_pool& pool, const float* x, const float* w, float* y, std::int64_t n,

@@ -50,8 +50,8 @@ using work_buffer = std::vector<float, uninitialized_allocator<float>>;
 // Fewer elements than this take a few microseconds: less than waking the pool.
 inline constexpr std::int64_t parallel_row_elements = 32 * 1024;
 
-// fn(begin, end) over [0, rows) in contiguous blocks, in parallel when rows * row_elems is at
-// least parallel_row_elements.
+// fn(begin, end) over [0, rows) in contiguous blocks of at least 2 rows, in parallel when
+// rows * row_elems is at least parallel_row_elements.
 void for_row_blocks(thread_pool& pool, std::int64_t rows, std::int64_t row_elems,
                     const std::function<void(std::int64_t begin, std::int64_t end)>& fn);
 // ops.rms_norm, rows split as above.

@@ -3,6 +3,7 @@
 // decode step) are not split.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -27,19 +28,22 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("batch rows: each row once, split only when the batch is large") {
+TEST_CASE("batch rows: each row once, in blocks of 2 rows or more, split only when the batch is large") {
   spite::thread_pool pool(3);
   for (const std::int64_t rows : {1, 2, 7, 64, 1000}) {
     for (const std::int64_t width : {16, 4096}) {
       std::vector<int> seen(static_cast<std::size_t>(rows), 0);
       int calls = 0;
+      std::int64_t smallest = rows;
       std::mutex m;
       spite::models::for_row_blocks(pool, rows, width, [&](std::int64_t begin, std::int64_t end) {
         std::lock_guard lock(m);
         ++calls;
+        smallest = std::min(smallest, end - begin);
         for (std::int64_t r = begin; r < end; ++r) ++seen[static_cast<std::size_t>(r)];
       });
       for (int s : seen) REQUIRE(s == 1);
+      CHECK(smallest >= std::min<std::int64_t>(rows, 2));  // a batch op never sees a lone row of a batch
       if (rows * width < spite::models::parallel_row_elements) {
         CHECK(calls == 1);
       } else {
