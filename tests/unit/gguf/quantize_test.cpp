@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "random_data.hpp"
 #include "spite/core/half.hpp"
 #include "spite/gguf/blocks.hpp"
 #include "spite/gguf/types.hpp"
@@ -13,13 +14,7 @@ using namespace spite::gguf;
 
 namespace {
 
-std::vector<float> gaussian(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using spite::test::gaussian;
 
 std::vector<float> round_trip(tensor_type type, const std::vector<float>& x) {
   const auto n = static_cast<std::int64_t>(x.size());

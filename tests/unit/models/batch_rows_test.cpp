@@ -10,17 +10,10 @@
 #include <vector>
 
 #include "batch_rows.hpp"
+#include "random_data.hpp"
 #include "spite/dispatch/ops.hpp"
 
 namespace {
-
-std::vector<float> random_floats(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 2.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -57,8 +50,8 @@ TEST_CASE("batch rows: a split rms_norm gives the bits of one call over the batc
   spite::thread_pool pool(3);
   const auto& ops = spite::dispatch::cpu_reference_ops();
   const std::int64_t n = 2048, rows = 67;  // above the split threshold, not a multiple of the threads
-  const auto x = random_floats(static_cast<std::size_t>(n * rows), 1);
-  const auto w = random_floats(static_cast<std::size_t>(n), 2);
+  const auto x = spite::test::gaussian(static_cast<std::size_t>(n * rows), 1, 2.0f);
+  const auto w = spite::test::gaussian(static_cast<std::size_t>(n), 2, 2.0f);
   std::vector<float> whole(x.size()), split(x.size());
   ops.rms_norm(x.data(), w.data(), whole.data(), n, rows, 1e-5f);
   spite::models::rms_norm_rows(ops, pool, x.data(), w.data(), split.data(), n, rows, 1e-5f);
@@ -77,7 +70,7 @@ TEST_CASE("batch rows: a split RoPE rotates each token by its own position") {
   std::vector<std::int32_t> pos(static_cast<std::size_t>(tokens));
   for (std::size_t t = 0; t < pos.size(); ++t) pos[t] = static_cast<std::int32_t>(1000 + 37 * t);
   for (const bool neox : {false, true}) {
-    std::vector<float> whole = random_floats(static_cast<std::size_t>(tokens * heads * dim), 3), split = whole;
+    std::vector<float> whole = spite::test::gaussian(static_cast<std::size_t>(tokens * heads * dim), 3, 2.0f), split = whole;
     spite::dispatch::rope_args a{.x = whole.data(), .n_tokens = tokens, .n_head = heads, .head_dim = dim, .n_dims = dim,
                                  .pos = pos.data(), .neox = neox, .freq_base = 500000.0f};
     ops.rope(a);
