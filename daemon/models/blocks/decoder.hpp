@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "batch_rows.hpp"
+#include "work_buffer.hpp"
 #include "weights.hpp"
 
 namespace spite::models {
