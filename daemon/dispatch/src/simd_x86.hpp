@@ -519,6 +519,12 @@ struct q8_0_tiles {
   q8_0_tile_fn eight, four;
 };
 const q8_0_tiles* avx512_q8_0_tiles();
+// False after set_avx512(false): the AVX-512 kernels of every file stand aside.
+bool avx512_allowed();
+
+// simd_x86_avx512_bf16.cpp: the BF16 matmul with AVX-512 BF16 (w.in % 32 == 0); null without
+// it, when the instruction does not follow the reference's order, or after set_avx512(false).
+matmul_fn avx512_bf16_matmul();
 
 // simd_x86_float.cpp
 void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -188,6 +188,7 @@ const q8_0_tiles* avx512_q8_0_tiles() {
   static constexpr q8_0_tiles tiles{q8_0_tile<4>, q8_0_tile<2>};
   return avx512_q4_K_tiles() != nullptr ? &tiles : nullptr;
 }
+bool avx512_allowed() { return g_allowed.load(std::memory_order_relaxed); }
 }  // namespace x86
 
 bool has_avx512_kernels() { return x86::avx512_q4_K_tiles() != nullptr; }

@@ -395,6 +395,9 @@ void matmul_bf16_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
 }  // namespace
 
 void matmul_bf16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.in > 0 && w.in % 32 == 0) {
+    if (const matmul_fn avx512 = avx512_bf16_matmul()) return avx512(w, x, n_tokens, y, pool);
+  }
   matmul_bf16_impl(w, x, n_tokens, y, pool);
 }
 
