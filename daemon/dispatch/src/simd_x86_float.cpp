@@ -44,10 +44,11 @@ constexpr std::int64_t gemm_groups_together = 8;
 constexpr std::int64_t row_pad = 16;
 
 // R rows x K activation rows from t0 over elements [i0, i1); the lanes of output (row r,
-// activation row t0 + k) at state + (4k + r) * 16.
+// activation row t0 + k) at state + (4k + r) * 16. `ahead` (decode, whole rows): the next row
+// group, fetched one share per 16 elements.
 template <class T, int R, int K>
 SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0, std::int64_t i1,
-                                std::int64_t t0, float* state) {
+                                std::int64_t t0, float* state, const next_group_prefetch* ahead) {
   __m256 lo[R][K], hi[R][K];
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) {
@@ -59,6 +60,7 @@ SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int6
   // R + K loads per R x K FMAs (the L1 gives two 32-byte loads per cycle, the FMA units two
   // FMAs, so a load per FMA would halve the rate).
   for (std::int64_t i = i0; i < i1; i += 16) {
+    if (ahead != nullptr) ahead->step(i / 16);
     __m256 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = widen8(rows[r] + i);
     for (int k = 0; k < K; ++k) {
@@ -87,8 +89,8 @@ struct float_kernel {
   using element = T;
   template <int R, int K>
   SPITE_AVX2 static void tile(const T* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0, std::int64_t i1,
-                              std::int64_t t0, float* state) {
-    gemm_tile_chunk<T, R, K>(rows, xs, ldx, i0, i1, t0, state);
+                              std::int64_t t0, float* state, const next_group_prefetch* ahead = nullptr) {
+    gemm_tile_chunk<T, R, K>(rows, xs, ldx, i0, i1, t0, state, ahead);
   }
 };
 
@@ -132,7 +134,9 @@ SPITE_AVX2 void gemm_groups(const weight& w, std::int64_t g0, std::int64_t g1, c
       const T* rows[4];
       rows_of(g, rows);
       std::fill_n(state, 4 * 16, 0.0f);
-      Kernel::template tile<4, 1>(rows, xs, ldx, 0, n, t, state);
+      // Rows of a few KiB are too short for the hardware prefetchers (see next_group_prefetch).
+      const next_group_prefetch ahead(w.row(4 * g + 4), 4 * w.row_bytes, std::max<std::int64_t>(n / 16, 1));
+      Kernel::template tile<4, 1>(rows, xs, ldx, 0, n, t, state, t == t0 ? &ahead : nullptr);
       for (int r = 0; r < 4; ++r) y[t * w.out + 4 * g + r] = reduce16(state + r * 16);
     }
   }
@@ -325,7 +329,7 @@ struct bf16_kernel {
   using element = std::uint16_t;
   template <int R, int K>
   SPITE_AVX2 static void tile(const std::uint16_t* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0,
-                              std::int64_t i1, std::int64_t t0, float* state) {
+                              std::int64_t i1, std::int64_t t0, float* state, const next_group_prefetch* = nullptr) {
     __m256 acc[2][R][K];
     for (int h = 0; h < 2; ++h) {
       for (int r = 0; r < R; ++r) {
