@@ -367,8 +367,7 @@ template <class Block, class Pack>
 std::size_t pack_row_groups(weight& w, std::size_t packed_block, const Pack& pack) {
   const std::int64_t nb = w.in / static_cast<std::int64_t>(gguf::traits(w.type).block_size), groups = w.out / 8;
   const std::size_t bytes = static_cast<std::size_t>(groups * nb) * packed_block;
-  auto buffer = make_aligned_bytes(bytes);
-  std::memset(buffer.get(), 0, bytes);
+  auto buffer = make_aligned_bytes(bytes);  // zeroed
   for (std::int64_t g = 0; g < groups; ++g) {
     for (std::int64_t b = 0; b < nb; ++b) {
       std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * packed_block;
