@@ -4,12 +4,15 @@
 // that are and are not multiples of 8, batches below, at and past the GEMM split of 4, several
 // super-blocks, outliers in the activations).
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "aligned_buffer.hpp"
 #include "cpu_kernels.hpp"
 #include "ref_quant.hpp"
 #include "spite/core/thread_pool.hpp"
@@ -175,6 +178,21 @@ TEST_CASE("the SIMD BF16 matmul gives the reference's bits") {
   check_bit_identical(tensor_type::bf16, 32);  // the 32-value pair path
   check_bit_identical(tensor_type::bf16, 48);  // a length it leaves to the generic path
   check_bit_identical(tensor_type::bf16, 224);  // 672 values: the batch GEMM's 512-value chunks and a short last one
+}
+
+TEST_CASE("packed-weight buffers come zeroed on a cache line, from 2 MiB up on a 2 MiB boundary") {
+  constexpr std::size_t huge = std::size_t{2} << 20;
+  // Each size twice: the second buffer may reuse the memory of the first, left dirty.
+  for (const std::size_t n : {std::size_t{1000}, std::size_t{1000}, huge, 3 * huge + 12345, 3 * huge + 12345}) {
+    INFO("bytes " << n);
+    const auto buffer = cpu::make_aligned_bytes(n);
+    const auto address = reinterpret_cast<std::uintptr_t>(buffer.get());
+    CHECK(address % cpu::cache_line == 0);
+    if (n >= huge) CHECK(address % huge == 0);
+    CHECK(std::all_of(buffer.get(), buffer.get() + n, [](std::byte b) { return b == std::byte{0}; }));
+    std::memset(buffer.get(), 0xA5, n);  // every byte writable
+    CHECK(buffer[n - 1] == std::byte{0xA5});
+  }
 }
 
 TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left alone") {
