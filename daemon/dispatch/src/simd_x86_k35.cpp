@@ -235,22 +235,33 @@ SPITE_AVX2 inline __m256i mins_pairs(__m128i bytes) {
   return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(bytes, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
 }
 
+// Row r's per-super-block float terms are made for the R rows at once, row r's in lane r: the
+// scale products x_d * d_w, and for Q5_K the mins sums and their scalar chains (summs, one fma
+// per super-block in lane r, the reference's scalar fma). Kept as R scalars they cost a
+// conversion, a multiply and a horizontal sum each, and GCC kept the chains on the stack.
 template <class Block, int R>
 SPITE_AVX2 void fused_rows(const weight& w, std::int64_t o, const gguf::block_q8_K* x, bool first, float* y) {
+  static_assert(R == 1 || R == 4);
   constexpr bool is_q3 = std::is_same_v<Block, gguf::block_q3_K>;
   const std::int64_t nb = w.in / qkk;
   const Block* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w.row(o + r));
   __m256 acc[R];
-  float summs[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    summs[r] = 0.0f;
-  }
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  __m128 summs = _mm_setzero_ps();
   const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (first) ahead.step(b);
-    #pragma GCC unroll 8
+    const gguf::block_q8_K& xb = x[b];
+    __m128i dh = _mm_setzero_si128(), mh = _mm_setzero_si128();
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      dh = insert_half(dh, rows[r][b].d, r);
+      if constexpr (!is_q3) mh = insert_half(mh, rows[r][b].dmin, r);
+    }
+    const __m128 ds = _mm_mul_ps(_mm_set1_ps(xb.d), _mm_cvtph_ps(dh));
+    __m256i mins[R];
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const Block& blk = rows[r][b];
       __m128i sc;
@@ -261,26 +272,38 @@ SPITE_AVX2 void fused_rows(const weight& w, std::int64_t o, const gguf::block_q8
       } else {
         sc = q5_K_scale_bytes(blk);
         bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
+        mins[r] = _mm256_madd_epi16(mins_pairs(sc), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums)));
       }
       const scale_pairs16 scales16(sc);
       __m256i lanes = _mm256_setzero_si256();
       for (int g = 0; g < 8; ++g) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * g));
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 32 * g));
         if constexpr (is_q3) {
           lanes = _mm256_add_epi32(lanes, group_lanes<true>(q3_K_group(blk, bits, g), xv, scales16.of(2 * g, 2 * g + 1)));
         } else {
           lanes = _mm256_add_epi32(lanes, group_lanes<false>(q5_K_group(blk, bits, g), xv, scales16.of(g, g)));
         }
       }
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(blk.d)), _mm256_cvtepi32_ps(lanes), acc[r]);
-      if constexpr (!is_q3) {
-        const float dmin = -x[b].d * _cvtsh_ss(blk.dmin);
-        summs[r] = std::fma(dmin, static_cast<float>(mins_sum(mins_pairs(sc), x[b])), summs[r]);
+      const __m256 d = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(ds), _mm256_set1_epi32(r));
+      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes), acc[r]);
+    }
+    if constexpr (!is_q3) {
+      __m128i sums;  // row r's sum_j min_j * (bsum[2j] + bsum[2j+1]) in lane r
+      if constexpr (R == 4) {
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(mins[0], mins[1]), _mm256_hadd_epi32(mins[2], mins[3]));
+        sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+      } else {
+        __m128i v = _mm_add_epi32(_mm256_castsi256_si128(mins[0]), _mm256_extracti128_si256(mins[0], 1));
+        v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
+        sums = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
       }
+      summs = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(-xb.d), _mm_cvtph_ps(mh)), _mm_cvtepi32_ps(sums), summs);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) y[o + r] = is_q3 ? reduce8_vec(acc[r]) : reduce8_vec(acc[r]) + summs[r];
+  alignas(16) float summs_of[4];
+  _mm_store_ps(summs_of, summs);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) y[o + r] = is_q3 ? reduce8_vec(acc[r]) : reduce8_vec(acc[r]) + summs_of[r];
 }
 
 template <class Block>
