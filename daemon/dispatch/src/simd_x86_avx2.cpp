@@ -27,6 +27,30 @@ SPITE_AVX2 inline __m256i signed_quants(const gguf::block_q5_0& b) {
   return _mm256_sub_epi8(quants5(b), _mm256_set1_epi8(16));
 }
 
+// One block of R <= 4 rows against one activation row (decode). The scale products d_w * d_x
+// are made for the rows at once (row r's in lane r, then broadcast: the same products). Q5_0's
+// quants stay unsigned (q5 = q + 16) and each lane takes 16 x its activations' sum off: the
+// reference's exact lane sums of q * x, without the signed quants' two sign flips per row.
+template <class Block, int R>
+SPITE_AVX2 inline void decode_step(const Block* const* rows, std::int64_t b, const std::int8_t* xq, float xd, __m256 (*acc)[1]) {
+  static_assert(R <= 4);
+  const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+  const __m256 dx = _mm256_set1_ps(xd);
+  [[maybe_unused]] __m256i x16;
+  if constexpr (std::is_same_v<Block, gguf::block_q5_0>) x16 = dot_lanes(_mm256_set1_epi8(16), xv);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    __m256i lanes;
+    if constexpr (std::is_same_v<Block, gguf::block_q5_0>) {
+      lanes = _mm256_sub_epi32(dot_lanes(quants5(rows[r][b]), xv), x16);
+    } else {
+      const __m256i wv = signed_quants(rows[r][b]);
+      lanes = dot_lanes(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+    }
+    acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(rows[r][b].d)), dx), _mm256_cvtepi32_ps(lanes), acc[r][0]);
+  }
+}
+
 // R rows times K activation rows: several rows in flight keep enough loads outstanding to stream
 // from memory at full speed, several activation rows reuse each loaded weight block.
 template <class Block, int R, int K>
@@ -40,6 +64,10 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
   const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
+    if constexpr (K == 1) {
+      decode_step<Block, R>(rows, b, xb.qs(static_cast<std::size_t>(t0 * nb + b)), xb.d[static_cast<std::size_t>(t0 * nb + b)], acc);
+      continue;
+    }
     for (int r = 0; r < R; ++r) {
       const __m256i wv = signed_quants(rows[r][b]);
       const __m256i wabs = _mm256_sign_epi8(wv, wv);
