@@ -68,6 +68,13 @@ struct scale_pairs16 {
   }
 };
 
+// Bit `from` of every byte moved to bit `to` in one 16-bit shift (mask the result with 1 << to:
+// the bits a shift carries across a byte boundary land elsewhere).
+SPITE_AVX2 inline __m256i bit_to(__m256i v, int from, int to) {
+  if (from < to) return _mm256_slli_epi16(v, to - from);
+  return from == to ? v : _mm256_srli_epi16(v, from - to);
+}
+
 // The 32 quants of a Q4_0 block (0..15, element order: low nibbles, then high nibbles).
 SPITE_AVX2 inline __m256i nibbles32(const std::uint8_t* qs) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -551,6 +558,10 @@ std::span<const exact_matmul> grid_iquant_matmuls();
 // simd_x86_q2k.cpp
 void matmul_q2_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 std::size_t pack_q2_K(weight& w);
+
+// simd_x86_q5_0.cpp: Q5_0 on weights packed by pack_q5_0 (8-row groups, lanes as vectors)
+std::size_t pack_q5_0(weight& w);
+void matmul_q5_0_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_k35.cpp
 void matmul_q3_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -327,6 +327,11 @@ void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* 
   });
 }
 
+void matmul_q5_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.packed != nullptr) return matmul_q5_0_packed(w, x, n_tokens, y, pool);
+  matmul_q8_0_like<gguf::block_q5_0>(w, x, n_tokens, y, pool);
+}
+
 constexpr exact_matmul k_table[] = {
     {tensor_type::q8_0, matmul_q8_0_like<gguf::block_q8_0>},
     {tensor_type::q4_0, matmul_q4_0},
@@ -335,7 +340,7 @@ constexpr exact_matmul k_table[] = {
     {tensor_type::q3_K, matmul_q3_K},
     {tensor_type::q2_K, matmul_q2_K},
     {tensor_type::q5_K, matmul_q5_K},
-    {tensor_type::q5_0, matmul_q8_0_like<gguf::block_q5_0>},
+    {tensor_type::q5_0, matmul_q5_0},
     {tensor_type::q4_1, matmul_q4_1},
     {tensor_type::q5_1, matmul_q5_1},
     {tensor_type::iq4_xs, matmul_iq4_xs},
@@ -369,6 +374,7 @@ std::size_t pack_weight(weight& w) {
   if (w.type == tensor_type::iq4_nl) return pack_q4_0_like<gguf::block_iq4_nl>(w);
   if (w.type == tensor_type::q4_K) return pack_q4_K(w);
   if (w.type == tensor_type::q2_K) return pack_q2_K(w);
+  if (w.type == tensor_type::q5_0) return pack_q5_0(w);
   return 0;
 }
 

@@ -45,13 +45,6 @@ SPITE_AVX2 inline void q5_K_scales(const gguf::block_q5_K& b, std::int16_t* sc, 
 
 // ---- the quants of one 32-element group g, unsigned, in registers
 
-// Bit `from` of every byte moved to bit `to` in one 16-bit shift (mask the result with 1 << to:
-// the bits a shift carries across a byte boundary land elsewhere).
-SPITE_AVX2 inline __m256i bit_to(__m256i v, int from, int to) {
-  if (from < to) return _mm256_slli_epi16(v, to - from);
-  return from == to ? v : _mm256_srli_epi16(v, from - to);
-}
-
 // Q3_K element 128c + 32k + l (g = 4c + k): bits 2k..2k+1 of qs[32c + l], plus 4 when bit g of
 // hmask[l] is set (the reference subtracts 4 when it is clear; here v = q + 4).
 SPITE_AVX2 inline __m256i q3_K_group(const gguf::block_q3_K& b, __m256i hmask, int g) {
