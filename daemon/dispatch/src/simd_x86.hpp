@@ -338,6 +338,35 @@ struct q8_0_batch {
   static std::size_t row_bytes(std::int64_t nb) noexcept { return static_cast<std::size_t>(nb) * (qk0 + sizeof(float) + sizeof(int)); }
 };
 
+// Q8_1 activation blocks with their quants in cache-aligned storage, 32 bytes apart (as
+// q8_0_batch), and the scales and sums as floats; the sums also block-major (s_by_block[b *
+// n_tokens + t]), so a tile's activation rows' sums of one block are one load.
+struct q8_1_batch {
+  aligned_vector<std::int8_t> quants;
+  std::vector<float> d, s, s_by_block;
+  std::int64_t n_tokens;
+  q8_1_batch(const float* x, std::int64_t in, std::int64_t tokens) : n_tokens(tokens) {
+    const std::int64_t nb = in / qk0;
+    const auto n = static_cast<std::size_t>(nb * n_tokens);
+    quants.resize(n * qk0);
+    d.resize(n);
+    s.resize(n);
+    s_by_block.resize(n);
+    std::vector<gguf::block_q8_1> row(static_cast<std::size_t>(nb));
+    for (std::int64_t t = 0; t < n_tokens; ++t) {
+      quantize_act_q8_1(x + t * in, row.data(), in);
+      for (std::int64_t b = 0; b < nb; ++b) {
+        const std::size_t i = static_cast<std::size_t>(t * nb + b);
+        std::memcpy(quants.data() + qk0 * i, row[static_cast<std::size_t>(b)].qs, qk0);
+        d[i] = fp16_to_fp32(row[static_cast<std::size_t>(b)].d);
+        s[i] = fp16_to_fp32(row[static_cast<std::size_t>(b)].s);
+        s_by_block[static_cast<std::size_t>(b * n_tokens + t)] = s[i];
+      }
+    }
+  }
+  const std::int8_t* qs(std::size_t i) const noexcept { return quants.data() + qk0 * i; }
+};
+
 struct rows8_buffer {
   std::vector<std::uint8_t> q;  // row r at r * in, element order
   std::vector<float> d;         // block b, row r at 8 * b + r
@@ -559,9 +588,14 @@ std::span<const exact_matmul> grid_iquant_matmuls();
 void matmul_q2_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 std::size_t pack_q2_K(weight& w);
 
-// simd_x86_q5_0.cpp: Q5_0 on weights packed by pack_q5_0 (8-row groups, lanes as vectors)
+// simd_x86_legacy_packed.cpp: Q5_0 / Q5_1 / Q4_1 on weights packed by pack_q5_0 / pack_q5_1 /
+// pack_q4_1 (8-row groups, each of the reference's lanes one vector)
 std::size_t pack_q5_0(weight& w);
+std::size_t pack_q5_1(weight& w);
+std::size_t pack_q4_1(weight& w);
 void matmul_q5_0_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+void matmul_q5_1_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+void matmul_q4_1_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_k35.cpp
 void matmul_q3_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -375,6 +375,8 @@ std::size_t pack_weight(weight& w) {
   if (w.type == tensor_type::q4_K) return pack_q4_K(w);
   if (w.type == tensor_type::q2_K) return pack_q2_K(w);
   if (w.type == tensor_type::q5_0) return pack_q5_0(w);
+  if (w.type == tensor_type::q5_1) return pack_q5_1(w);
+  if (w.type == tensor_type::q4_1) return pack_q4_1(w);
   return 0;
 }
 

@@ -21,35 +21,6 @@ SPITE_AVX2 inline __m256i unsigned_quants(const gguf::block_q5_1& b) { return qu
 
 // ---- Q4_1 / Q5_1
 
-// Q8_1 activation blocks with their quants in cache-aligned storage, 32 bytes apart (as
-// q8_0_batch), and the scales and sums as floats; the sums also block-major (s_by_block[b *
-// n_tokens + t]), so a tile's activation rows' sums of one block are one load.
-struct q8_1_batch {
-  aligned_vector<std::int8_t> quants;
-  std::vector<float> d, s, s_by_block;
-  std::int64_t n_tokens;
-  q8_1_batch(const float* x, std::int64_t in, std::int64_t tokens) : n_tokens(tokens) {
-    const std::int64_t nb = in / qk0;
-    const auto n = static_cast<std::size_t>(nb * n_tokens);
-    quants.resize(n * qk0);
-    d.resize(n);
-    s.resize(n);
-    s_by_block.resize(n);
-    std::vector<gguf::block_q8_1> row(static_cast<std::size_t>(nb));
-    for (std::int64_t t = 0; t < n_tokens; ++t) {
-      quantize_act_q8_1(x + t * in, row.data(), in);
-      for (std::int64_t b = 0; b < nb; ++b) {
-        const std::size_t i = static_cast<std::size_t>(t * nb + b);
-        std::memcpy(quants.data() + qk0 * i, row[static_cast<std::size_t>(b)].qs, qk0);
-        d[i] = fp16_to_fp32(row[static_cast<std::size_t>(b)].d);
-        s[i] = fp16_to_fp32(row[static_cast<std::size_t>(b)].s);
-        s_by_block[static_cast<std::size_t>(b * n_tokens + t)] = s[i];
-      }
-    }
-  }
-  const std::int8_t* qs(std::size_t i) const noexcept { return quants.data() + qk0 * i; }
-};
-
 // The tile's min terms m_w * s_x, each the reference's scalar chain of fmas. With 4 activation
 // rows, one lane per (weight row r, activation row k), lane 4 r + k, in one register: R x 4
 // scalars would share the register file with the lane accumulators and spill them. With one
@@ -151,9 +122,11 @@ void matmul_q_1(const weight& w, const float* x, std::int64_t n_tokens, float* y
 }  // namespace
 
 void matmul_q4_1(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.packed != nullptr) return matmul_q4_1_packed(w, x, n_tokens, y, pool);
   matmul_q_1<gguf::block_q4_1>(w, x, n_tokens, y, pool);
 }
 void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.packed != nullptr) return matmul_q5_1_packed(w, x, n_tokens, y, pool);
   matmul_q_1<gguf::block_q5_1>(w, x, n_tokens, y, pool);
 }
 

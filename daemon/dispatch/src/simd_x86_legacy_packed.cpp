@@ -1,0 +1,246 @@
+// AVX2 Q5_0, Q5_1 and Q4_1 matmuls on weights packed at load time (the contract of
+// simd_x86_avx2.cpp: the reference's exact integer sums and float operations, so the same bits).
+// References (ref_dot_legacy.cpp): per row and block 8 int32 lanes, lane L the sum of q * x over
+// elements 4L..4L+3 (Q5_0: q5 - 16 against Q8_0 activations; Q5_1 / Q4_1: the unsigned quants
+// against Q8_1 ones), one fma per block into 8 float lanes with d_w * d_x, the AVX horizontal
+// sum at the end; Q5_1 / Q4_1 add their min terms, a scalar chain fma(m_w, s_x, summs) per row.
+//
+// Unpacked, one row at a time, a block's fifth bits cost a spread of 32 bits into 32 bytes, its
+// nibbles a shift and two masks, Q5_0's signed quants two sign flips per activation row, the
+// scale a conversion: about 21 vector operations per row and block, which kept decode of these
+// types (Q5_0: most of the weights of Qwen2.5-0.5B's Q4_K_M file, whose rows of 896 are no
+// multiple of 256) below the memory's pace. Packed, per group of 8 rows and per block (the 8
+// blocks' own size):
+//   d[8]       f16, row r's at 2r;
+//   m[8]       (Q5_1, Q4_1) f16, row r's at 2r;
+//   qh[32]     (Q5_0, Q5_1) byte 4r + j, bit L: the fifth bit of row r's element 4L + j;
+//   nib[4][32] byte 4r + j of vector i: row r's qs[4i + j] (its elements 4i + j in the low
+//              nibble, 16 + 4i + j in the high one).
+// Lane L of the 8 rows is then one vector (bytes 4r..4r+3: row r's elements 4L..4L+3): one
+// multiply gives lane L of every row, rows as float lanes. The 8 accumulators hold the
+// reference's lanes transposed (acc[L], element r: row r's lane L) and are transposed back for
+// the reference's horizontal sum once per group; the min terms' chains are one vector, row r's
+// in lane r. Q5_0's quants stay unsigned (q5 = q + 16): each lane takes 16 x its activations'
+// sum off, made once per activation block.
+#include "simd_x86.hpp"
+
+#if defined(__x86_64__)
+#include <cstring>
+#include <type_traits>
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+template <class Block>
+struct format {
+  static constexpr bool fifth_bit = !std::is_same_v<Block, gguf::block_q4_1>;
+  static constexpr bool mins = !std::is_same_v<Block, gguf::block_q5_0>;
+  static constexpr std::size_t m_at = 16;
+  static constexpr std::size_t qh_at = mins ? 32 : 16;
+  static constexpr std::size_t nibbles_at = qh_at + (fifth_bit ? 32 : 0);
+  static constexpr std::size_t bytes = nibbles_at + 128;
+  static_assert(bytes == 8 * sizeof(Block));
+  using batch = std::conditional_t<mins, q8_1_batch, q8_0_batch>;
+};
+
+// Lane L's quants of the 8 rows of a packed block (Q5_*: 0..31, Q4_1: 0..15).
+template <class Block>
+SPITE_AVX2 inline __m256i lane_quants(const std::byte* blk, __m256i qh, int lane) {
+  using f = format<Block>;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + f::nibbles_at + 32 * (lane % 4)));
+  const __m256i nib = lane < 4 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+  if constexpr (!f::fifth_bit) return nib;
+  return _mm256_or_si256(nib, _mm256_and_si256(bit_to(qh, lane, 4), _mm256_set1_epi8(0x10)));
+}
+
+// Per activation row and block, lane L's Q5_0 offset 16 * (x[4L] + ... + x[4L + 3]) at
+// 8 * (t * nb + b) + L; empty for the other types.
+struct lane_offsets {
+  std::vector<std::int32_t> v;
+  template <class Batch>
+  SPITE_AVX2 lane_offsets(const Batch& xb, std::int64_t nb, std::int64_t n_tokens, bool needed, thread_pool& pool) {
+    if (!needed) return;
+    v.resize(static_cast<std::size_t>(8 * nb * n_tokens));
+    for_each_token(n_tokens, pool, [&](std::int64_t t) SPITE_AVX2 {
+      for (std::int64_t b = 0; b < nb; ++b) {
+        const std::size_t i = static_cast<std::size_t>(t * nb + b);
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(v.data() + 8 * i), dot_lanes(_mm256_set1_epi8(16), x));
+      }
+    });
+  }
+};
+
+// The float state of one group against one activation row.
+struct group_acc {
+  __m256 lanes[8];  // the reference's lane L of row r in element r of lanes[L]
+  __m128 summs_lo, summs_hi;  // (Q5_1, Q4_1) row r's min-term chain in lane r % 4
+};
+
+// One block: acc.lanes[L] += d_w * d_x * (lane L of the 8 rows), for lane quants q(L); the
+// min terms' chains take fma(m_w, s_x, summs).
+template <class Block, class LaneQuants>
+SPITE_AVX2 inline void block_step(group_acc& acc, __m256 dw, __m256 mw, const typename format<Block>::batch& xb, std::size_t i,
+                                  const lane_offsets& off, const LaneQuants& q) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256 ds = _mm256_mul_ps(dw, _mm256_set1_ps(xb.d[i]));
+  const std::int8_t* xq = xb.qs(i);
+#pragma GCC unroll 8
+  for (int lane = 0; lane < 8; ++lane) {
+    std::int32_t x4;
+    std::memcpy(&x4, xq + 4 * lane, 4);
+    __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(q(lane), _mm256_set1_epi32(x4)), ones);
+    if constexpr (!format<Block>::mins) sums = _mm256_sub_epi32(sums, _mm256_set1_epi32(off.v[8 * i + static_cast<std::size_t>(lane)]));
+    acc.lanes[lane] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(sums), acc.lanes[lane]);
+  }
+  if constexpr (format<Block>::mins) {
+    const __m256 s = _mm256_set1_ps(xb.s[i]);
+    acc.summs_lo = _mm_fmadd_ps(_mm256_castps256_ps128(mw), _mm256_castps256_ps128(s), acc.summs_lo);
+    acc.summs_hi = _mm_fmadd_ps(_mm256_extractf128_ps(mw, 1), _mm256_castps256_ps128(s), acc.summs_hi);
+  }
+}
+
+// Row r's result: the reference's horizontal sum of its 8 lanes (lanes[L], element r), plus its
+// min terms.
+template <class Block>
+SPITE_AVX2 inline void store_rows(const group_acc& acc, float* y8) {
+  alignas(32) float lanes[8][8];
+  alignas(32) float summs[8];
+  for (int lane = 0; lane < 8; ++lane) _mm256_store_ps(lanes[lane], acc.lanes[lane]);
+  _mm_store_ps(summs, acc.summs_lo);
+  _mm_store_ps(summs + 4, acc.summs_hi);
+  for (int r = 0; r < 8; ++r) {
+    alignas(32) float row[8];
+    for (int lane = 0; lane < 8; ++lane) row[lane] = lanes[lane][r];
+    y8[r] = format<Block>::mins ? reduce8_vec(_mm256_load_ps(row)) + summs[r] : reduce8_vec(_mm256_load_ps(row));
+  }
+}
+
+SPITE_AVX2 inline void clear(group_acc& acc) {
+  for (auto& a : acc.lanes) a = _mm256_setzero_ps();
+  acc.summs_lo = acc.summs_hi = _mm_setzero_ps();
+}
+
+SPITE_AVX2 inline __m256 halves(const std::byte* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// Decode: one activation row, each block unpacked in registers where it is used.
+template <class Block>
+SPITE_AVX2 void packed_row(const std::byte* group, std::int64_t nb, const typename format<Block>::batch& xb, const lane_offsets& off,
+                           std::int64_t t, bool prefetch, float* y8) {
+  using f = format<Block>;
+  group_acc acc;
+  clear(acc);
+  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * f::bytes, static_cast<std::size_t>(nb) * f::bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (prefetch) ahead.step(b);
+    const std::byte* blk = group + static_cast<std::size_t>(b) * f::bytes;
+    const __m256i qh = f::fifth_bit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + f::qh_at)) : _mm256_setzero_si256();
+    const __m256 mw = f::mins ? halves(blk + f::m_at) : _mm256_setzero_ps();
+    block_step<Block>(acc, halves(blk), mw, xb, static_cast<std::size_t>(t * nb + b), off,
+                      [&](int lane) SPITE_AVX2 { return lane_quants<Block>(blk, qh, lane); });
+  }
+  store_rows<Block>(acc, y8);
+}
+
+// Batches: a group's lane quants and scales unpacked once, then read for each activation row.
+struct unpacked_group {
+  aligned_vector<std::uint8_t> q;  // block b, lane L at 32 * (8b + L)
+  aligned_vector<float> dm;        // block b: d of rows 0..7 at 16b, m at 16b + 8
+};
+
+template <class Block>
+SPITE_AVX2 void unpack_group(const std::byte* group, std::int64_t nb, unpacked_group& u) {
+  using f = format<Block>;
+  u.q.resize(static_cast<std::size_t>(256 * nb));
+  u.dm.resize(static_cast<std::size_t>(16 * nb));
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group + static_cast<std::size_t>(b) * f::bytes;
+    const __m256i qh = f::fifth_bit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + f::qh_at)) : _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int lane = 0; lane < 8; ++lane) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q.data() + 32 * (8 * b + lane)), lane_quants<Block>(blk, qh, lane));
+    }
+    _mm256_store_ps(u.dm.data() + 16 * b, halves(blk));
+    if constexpr (f::mins) _mm256_store_ps(u.dm.data() + 16 * b + 8, halves(blk + f::m_at));
+  }
+}
+
+template <class Block>
+SPITE_AVX2 void unpacked_row(const unpacked_group& u, std::int64_t nb, const typename format<Block>::batch& xb, const lane_offsets& off,
+                             std::int64_t t, float* y8) {
+  group_acc acc;
+  clear(acc);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* q = u.q.data() + 256 * b;
+    const __m256 mw = format<Block>::mins ? _mm256_load_ps(u.dm.data() + 16 * b + 8) : _mm256_setzero_ps();
+    block_step<Block>(acc, _mm256_load_ps(u.dm.data() + 16 * b), mw, xb, static_cast<std::size_t>(t * nb + b), off,
+                      [&](int lane) SPITE_AVX2 { return _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * lane)); });
+  }
+  store_rows<Block>(acc, y8);
+}
+
+template <class Block>
+void matmul_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  using f = format<Block>;
+  const std::int64_t nb = w.in / qk0;
+  typename f::batch xb = [&] {
+    if constexpr (f::mins) {
+      return q8_1_batch(x, w.in, n_tokens);
+    } else {
+      return q8_0_batch(x, w.in, n_tokens, pool);
+    }
+  }();
+  const lane_offsets off(xb, nb, n_tokens, !f::mins, pool);
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * f::bytes;
+  // Per activation row and block: its quants, scale (and sum, or Q5_0's lane offsets).
+  const std::size_t x_row_bytes = static_cast<std::size_t>(nb) * (qk0 + 2 * sizeof(float) + 32);
+  by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(x_row_bytes), pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+    const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
+    if (t1 - t0 == 1) return packed_row<Block>(group, nb, xb, off, t0, t0 == 0, y + t0 * w.out + 8 * g);
+    thread_local unpacked_group u;
+    unpack_group<Block>(group, nb, u);
+    for (std::int64_t t = t0; t < t1; ++t) unpacked_row<Block>(u, nb, xb, off, t, y + t * w.out + 8 * g);
+  });
+}
+
+template <class Block>
+std::size_t pack(weight& w) {
+  using f = format<Block>;
+  return pack_row_groups<Block>(w, f::bytes, [](std::byte* dst, const Block& blk, int r) {
+    std::memcpy(dst + 2 * r, &blk.d, 2);
+    if constexpr (f::mins) std::memcpy(dst + f::m_at + 2 * r, &blk.m, 2);
+    if constexpr (f::fifth_bit) {
+      std::uint32_t qh;
+      std::memcpy(&qh, blk.qh, 4);
+      for (int j = 0; j < 4; ++j) {  // bits j, 4 + j, ..., 28 + j gathered into bits 0..7
+        std::uint32_t bits = (qh >> j) & 0x11111111U;
+        bits = (bits | (bits >> 3)) & 0x03030303U;
+        bits = (bits | (bits >> 6)) & 0x000F000FU;
+        bits = (bits | (bits >> 12)) & 0xFFU;
+        dst[f::qh_at + 4 * static_cast<std::size_t>(r) + static_cast<std::size_t>(j)] = static_cast<std::byte>(bits);
+      }
+    }
+    for (int i = 0; i < 4; ++i) std::memcpy(dst + f::nibbles_at + 32 * i + 4 * r, blk.qs + 4 * i, 4);
+  });
+}
+
+}  // namespace
+
+std::size_t pack_q5_0(weight& w) { return pack<gguf::block_q5_0>(w); }
+std::size_t pack_q5_1(weight& w) { return pack<gguf::block_q5_1>(w); }
+std::size_t pack_q4_1(weight& w) { return pack<gguf::block_q4_1>(w); }
+
+void matmul_q5_0_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_packed<gguf::block_q5_0>(w, x, n_tokens, y, pool);
+}
+void matmul_q5_1_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_packed<gguf::block_q5_1>(w, x, n_tokens, y, pool);
+}
+void matmul_q4_1_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  matmul_packed<gguf::block_q4_1>(w, x, n_tokens, y, pool);
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
