@@ -75,6 +75,25 @@ SPITE_AVX2 inline __m256i bit_to(__m256i v, int from, int to) {
   return from == to ? v : _mm256_srli_epi16(v, from - to);
 }
 
+// v[i] = column i of the 8 x 8 matrix of dwords whose row j was v[j].
+SPITE_AVX2 inline void transpose8_epi32(__m256i* v) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+    v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+  }
+}
+
 // The 32 quants of a Q4_0 block (0..15, element order: low nibbles, then high nibbles).
 SPITE_AVX2 inline __m256i nibbles32(const std::uint8_t* qs) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -596,6 +615,11 @@ std::size_t pack_q4_1(weight& w);
 void matmul_q5_0_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_q5_1_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_q4_1_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+
+// simd_x86_q5k_packed.cpp: Q5_K packed by pack_q5_K (8-row groups, each of the reference's lanes
+// one vector), against Q8_K activations.
+std::size_t pack_q5_K(weight& w);
+void matmul_q5_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_k35.cpp
 void matmul_q3_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -377,6 +377,7 @@ std::size_t pack_weight(weight& w) {
   if (w.type == tensor_type::q5_0) return pack_q5_0(w);
   if (w.type == tensor_type::q5_1) return pack_q5_1(w);
   if (w.type == tensor_type::q4_1) return pack_q4_1(w);
+  if (w.type == tensor_type::q5_K) return pack_q5_K(w);
   return 0;
 }
 

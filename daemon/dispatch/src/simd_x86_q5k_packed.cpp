@@ -1,0 +1,231 @@
+// AVX2 Q5_K matmul on weights packed at load time (the contract of simd_x86_avx2.cpp: the
+// reference's exact integer sums and float operations, so the same bits). Reference: dot_row<q5_K>
+// in ref_kquants.hpp: per row and super-block 8 int32 lanes, lane L summing over the 8 groups of
+// 32 elements the group's elements 4L..4L+3 times the group's scale; one fma per super-block
+// into 8 float lanes with d_x * d_w; the mins as a scalar chain fma(-d_x * dmin_w, sum_g min_g *
+// (bsum[2g] + bsum[2g + 1]), summs) added after the AVX horizontal sum.
+//
+// Row by row (simd_x86_k35.cpp) a super-block costs about 150 instructions, a third of them
+// decoding its scales and mins and combining its float terms. Packed, per group of 8 rows and
+// per super-block (1440 bytes against the file's 1408):
+//   d[8], dmin[8]   f16, row r's at 2r;
+//   scales[8][8]    byte 8g + r: row r's scale of group g;
+//   mins[4][8][2]   byte 16p + 2r + h: row r's min of group 2p + h;
+//   qh[8][32]       byte 32L + 4r + j: row r's qh[4L + j] (bit g: the fifth bit of element
+//                   32g + 4L + j);
+//   qs[4][8][32]    byte 256k + 32L + 4r + j: row r's qs[32k + 4L + j] (element 64k + 4L + j in
+//                   the low nibble, 64k + 32 + 4L + j in the high one).
+// Group g's lane L of the 8 rows is then one vector of 4 bytes per row: one multiply and one
+// multiply-add by the rows' scales give that lane's term of every row, rows as int32 lanes. The
+// float accumulators hold the reference's lanes transposed (acc[L], element r: row r's lane L),
+// transposed back for its horizontal sum once per group; the scale products, mins sums and
+// min chains are made for the 8 rows at once, row r's in lane r.
+#include "simd_x86.hpp"
+
+#if defined(__x86_64__)
+#include <cstring>
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+constexpr std::size_t packed_block = 32 + 64 + 64 + 256 + 1024;
+constexpr std::size_t at_scales = 32, at_mins = 96, at_qh = 160, at_qs = 416;
+
+// Group g's scales of the 8 rows as int16 pairs (row r's twice), for madd with the int16 pair
+// sums of its 4 products.
+SPITE_AVX2 inline __m256i scale_pairs(const std::byte* blk, int g) {
+  const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + at_scales + 8 * g));
+  return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(s, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
+}
+
+// The mins chain's step of one super-block, row r's in lane r: fma(-d_x * dmin_w, sum_g min_g *
+// (bsum[2g] + bsum[2g + 1]), summs).
+SPITE_AVX2 inline __m256 min_step(const std::byte* blk, const gguf::block_q8_K& x, __m256 summs) {
+  __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    const auto bp0 = static_cast<std::uint16_t>(x.bsums[4 * p] + x.bsums[4 * p + 1]);
+    const auto bp1 = static_cast<std::uint16_t>(x.bsums[4 * p + 2] + x.bsums[4 * p + 3]);
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at_mins + 16 * p)));
+    msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins, _mm256_set1_epi32(static_cast<int>(bp0 | (std::uint32_t{bp1} << 16)))));
+  }
+  const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(-x.d), _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))));
+  return _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), summs);
+}
+
+// Row r's result: the reference's horizontal sum of its 8 lanes (acc[L], element r) plus its
+// min chain (lane r of summs).
+SPITE_AVX2 inline void store_rows(const __m256* acc, __m256 summs, float* y8) {
+  alignas(32) float lanes[8][8];
+  alignas(32) float mins[8];
+  for (int lane = 0; lane < 8; ++lane) _mm256_store_ps(lanes[lane], acc[lane]);
+  _mm256_store_ps(mins, summs);
+  for (int r = 0; r < 8; ++r) {
+    alignas(32) float row[8];
+    for (int lane = 0; lane < 8; ++lane) row[lane] = lanes[lane][r];
+    y8[r] = reduce8_vec(_mm256_load_ps(row)) + mins[r];
+  }
+}
+
+// Group 2k + h's quants (0..31) of lane L, from the packed block.
+SPITE_AVX2 inline void lane_quants(const std::byte* blk, int lane, int k, __m256i qh, __m256i& q0, __m256i& q1) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m5 = _mm256_set1_epi8(0x10);
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + at_qs + 256 * k + 32 * lane));
+  q0 = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(bit_to(qh, 2 * k, 4), m5));
+  q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(bit_to(qh, 2 * k + 1, 4), m5));
+}
+
+// Group g's lane L term of the 8 rows against activation quants xq: scale * (4 products).
+SPITE_AVX2 inline __m256i group_term(__m256i q, const std::int8_t* xq, int g, int lane, __m256i scales) {
+  std::int32_t x4;
+  std::memcpy(&x4, xq + 32 * g + 4 * lane, 4);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_set1_epi32(x4)), scales);
+}
+
+// One group of 8 rows against K activation rows, the lane quants from Quants: in registers
+// from the packed block (small batches: each lane's quants once for the K rows) or from a
+// group unpacked once (larger ones). The float accumulators of K > 1 live in memory: each is
+// touched once per lane and super-block.
+template <int K, class Quants>
+SPITE_AVX2 void rows_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* const* x, bool prefetch, float* const* y8,
+                          const Quants& quants) {
+  __m256 acc[K][8];
+  __m256 summs[K];
+  for (int k = 0; k < K; ++k) {
+    summs[k] = _mm256_setzero_ps();
+    for (auto& a : acc[k]) a = _mm256_setzero_ps();
+  }
+  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * packed_block, static_cast<std::size_t>(nb) * packed_block, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group + static_cast<std::size_t>(b) * packed_block;
+    __m256i S[8];
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) S[g] = scale_pairs(blk, g);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    __m256 ds[K];
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) {
+      ds[k] = _mm256_mul_ps(_mm256_set1_ps(x[k][b].d), dw);
+      summs[k] = min_step(blk, x[k][b], summs[k]);
+    }
+    for (int lane = 0; lane < 8; ++lane) {
+      if (prefetch) ahead.step(b, lane, 8);
+      const auto lane_q = quants.lane(b, blk, lane);
+      __m256i sum[K];
+#pragma GCC unroll 4
+      for (int k = 0; k < K; ++k) sum[k] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m256i q0, q1;
+        lane_q(j, q0, q1);
+#pragma GCC unroll 4
+        for (int k = 0; k < K; ++k) {
+          const __m256i t = _mm256_add_epi32(group_term(q0, x[k][b].qs, 2 * j, lane, S[2 * j]),
+                                             group_term(q1, x[k][b].qs, 2 * j + 1, lane, S[2 * j + 1]));
+          sum[k] = _mm256_add_epi32(sum[k], t);
+        }
+      }
+#pragma GCC unroll 4
+      for (int k = 0; k < K; ++k) acc[k][lane] = _mm256_fmadd_ps(ds[k], _mm256_cvtepi32_ps(sum[k]), acc[k][lane]);
+    }
+  }
+  for (int k = 0; k < K; ++k) store_rows(acc[k], summs[k], y8[k]);
+}
+
+// Lane quants unpacked in registers from the packed block.
+struct packed_quants {
+  SPITE_AVX2 auto lane(std::int64_t, const std::byte* blk, int lane) const {
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + at_qh + 32 * lane));
+    return [blk, lane, qh](int j, __m256i& q0, __m256i& q1) SPITE_AVX2 { lane_quants(blk, lane, j, qh, q0, q1); };
+  }
+};
+
+// A group's lane quants unpacked once: super-block b, lane L, pair j, half h at
+// 32 * (64b + 8L + 2j + h).
+struct unpacked_quants {
+  aligned_vector<std::uint8_t> q;
+  SPITE_AVX2 void unpack(const std::byte* group, std::int64_t nb) {
+    q.resize(static_cast<std::size_t>(2048 * nb));
+    for (std::int64_t b = 0; b < nb; ++b) {
+      const std::byte* blk = group + static_cast<std::size_t>(b) * packed_block;
+      for (int lane = 0; lane < 8; ++lane) {
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + at_qh + 32 * lane));
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          __m256i q0, q1;
+          lane_quants(blk, lane, j, qh, q0, q1);
+          std::uint8_t* dst = q.data() + 32 * (64 * b + 8 * lane + 2 * j);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(dst), q0);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32), q1);
+        }
+      }
+    }
+  }
+  SPITE_AVX2 auto lane(std::int64_t b, const std::byte*, int lane) const {
+    const std::uint8_t* src = q.data() + 32 * (64 * b + 8 * lane);
+    return [src](int j, __m256i& q0, __m256i& q1) SPITE_AVX2 {
+      q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 64 * j));
+      q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 64 * j + 32));
+    };
+  }
+};
+
+// Activation rows [t0, t1) against one group: tiles of 4, then single rows.
+template <class Quants>
+SPITE_AVX2 void group_rows(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0, std::int64_t t1,
+                           std::int64_t out, float* y, const Quants& quants) {
+  std::int64_t t = t0;
+  const auto tile = [&]<int K>() SPITE_AVX2 {
+    const gguf::block_q8_K* x[K];
+    float* y8[K];
+    for (int k = 0; k < K; ++k) {
+      x[k] = xq + (t + k) * nb;
+      y8[k] = y + (t + k) * out;
+    }
+    rows_tile<K>(group, nb, x, t == 0, y8, quants);
+  };
+  for (; t + 4 <= t1; t += 4) tile.template operator()<4>();
+  for (; t < t1; ++t) tile.template operator()<1>();
+}
+
+}  // namespace
+
+std::size_t pack_q5_K(weight& w) {
+  return pack_row_groups<gguf::block_q5_K>(w, packed_block, [](std::byte* dst, const gguf::block_q5_K& blk, int r) {
+    std::memcpy(dst + 2 * r, &blk.d, 2);
+    std::memcpy(dst + 16 + 2 * r, &blk.dmin, 2);
+    std::uint32_t sm[4];
+    scales_mins_k4(blk.scales, sm);
+    const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
+    for (int g = 0; g < 8; ++g) {
+      dst[at_scales + 8 * static_cast<std::size_t>(g) + static_cast<std::size_t>(r)] = static_cast<std::byte>(s8[g]);
+      dst[at_mins + 16 * static_cast<std::size_t>(g / 2) + 2 * static_cast<std::size_t>(r) + static_cast<std::size_t>(g % 2)] =
+          static_cast<std::byte>(s8[8 + g]);
+    }
+    for (int lane = 0; lane < 8; ++lane) {
+      std::memcpy(dst + at_qh + 32 * lane + 4 * r, blk.qh + 4 * lane, 4);
+      for (int k = 0; k < 4; ++k) std::memcpy(dst + at_qs + 256 * k + 32 * lane + 4 * r, blk.qs + 32 * k + 4 * lane, 4);
+    }
+  });
+}
+
+void matmul_q5_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t nb = w.in / qkk;
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * packed_block;
+  // Below this many activation rows per block the packed quants are unpacked in registers per
+  // tile; from it on, once per group into a buffer (2 KiB per super-block).
+  constexpr std::int64_t buffered_from = 12;
+  by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K)), pool,
+                             [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+                               const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
+                               float* y8 = y + 8 * g;
+                               if (t1 - t0 < buffered_from) return group_rows(group, nb, xq, t0, t1, w.out, y8, packed_quants{});
+                               thread_local unpacked_quants u;
+                               u.unpack(group, nb);
+                               group_rows(group, nb, xq, t0, t1, w.out, y8, u);
+                             });
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
