@@ -105,15 +105,15 @@ SPITE_AVX2 inline void block_step(group_acc& acc, __m256 dw, __m256 mw, const ty
 // min terms.
 template <class Block>
 SPITE_AVX2 inline void store_rows(const group_acc& acc, float* y8) {
-  alignas(32) float lanes[8][8];
+  __m256i rows[8];
+  for (int lane = 0; lane < 8; ++lane) rows[lane] = _mm256_castps_si256(acc.lanes[lane]);
+  transpose8_epi32(rows);  // rows[r]: row r's 8 lanes
   alignas(32) float summs[8];
-  for (int lane = 0; lane < 8; ++lane) _mm256_store_ps(lanes[lane], acc.lanes[lane]);
   _mm_store_ps(summs, acc.summs_lo);
   _mm_store_ps(summs + 4, acc.summs_hi);
   for (int r = 0; r < 8; ++r) {
-    alignas(32) float row[8];
-    for (int lane = 0; lane < 8; ++lane) row[lane] = lanes[lane][r];
-    y8[r] = format<Block>::mins ? reduce8_vec(_mm256_load_ps(row)) + summs[r] : reduce8_vec(_mm256_load_ps(row));
+    const float sum = reduce8_vec(_mm256_castsi256_ps(rows[r]));
+    y8[r] = format<Block>::mins ? sum + summs[r] : sum;
   }
 }
 
