@@ -80,7 +80,7 @@ result<matmul_report> run_matmul_bench(const matmul_options& o) {
   w.in = o.in;
   w.out = o.out;
   w.row_bytes = static_cast<std::size_t>(*row_bytes);
-  if (o.repack) r.packed_bytes = dispatch::pack_for_cpu(w);
+  if (o.repack) r.packed_bytes = dispatch::pack_for_cpu(w, false);  // `data` is heap memory, not a file's pages
 
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);

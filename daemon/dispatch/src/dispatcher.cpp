@@ -31,10 +31,10 @@ std::atomic<bool> g_cpu_repack{true};
 void set_cpu_repack(bool on) noexcept { g_cpu_repack = on; }
 bool cpu_repack() noexcept { return g_cpu_repack; }
 
-std::size_t pack_for_cpu(weight& w) {
+std::size_t pack_for_cpu(weight& w, bool release_source) {
   if (!cpu_repack() || w.data == nullptr) return 0;
   const std::size_t bytes = cpu::pack_weight(w);
-  if (bytes > 0) {
+  if (bytes > 0 && release_source) {
     // The file's pages of this matrix are not read by the packed kernels: let them go from this
     // process (the page cache keeps them while memory allows).
     const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));

@@ -27,10 +27,9 @@ SPITE_AVX2 inline __m256i signed_quants(const gguf::block_q5_0& b) {
   return _mm256_sub_epi8(quants5(b), _mm256_set1_epi8(16));
 }
 
-// One block of R <= 4 rows against one activation row (decode). The scale products d_w * d_x
-// are made for the rows at once (row r's in lane r, then broadcast: the same products). Q5_0's
-// quants stay unsigned (q5 = q + 16) and each lane takes 16 x its activations' sum off: the
-// reference's exact lane sums of q * x, without the signed quants' two sign flips per row.
+// One block of R <= 4 rows against one activation row (decode). Q5_0's quants stay unsigned
+// (q5 = q + 16) and each lane takes 16 x its activations' sum off: the reference's exact lane
+// sums of q * x, without the signed quants' two sign flips per row.
 template <class Block, int R>
 SPITE_AVX2 inline void decode_step(const Block* const* rows, std::int64_t b, const std::int8_t* xq, float xd, __m256 (*acc)[1]) {
   static_assert(R <= 4);

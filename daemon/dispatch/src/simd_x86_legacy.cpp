@@ -24,7 +24,7 @@ SPITE_AVX2 inline __m256i unsigned_quants(const gguf::block_q5_1& b) { return qu
 // The tile's min terms m_w * s_x, each the reference's scalar chain of fmas. With 4 activation
 // rows, one lane per (weight row r, activation row k), lane 4 r + k, in one register: R x 4
 // scalars would share the register file with the lane accumulators and spill them. With one
-// (decode), scalars: assembling the lanes costs more than it saves there.
+// (decode), lane r for weight row r.
 template <int R, int K>
 struct mins_terms;
 

@@ -37,7 +37,9 @@ weight weight_of(const gguf::tensor_info& t, std::int64_t expert = 0);
 // the weight, and the file's pages of the matrix are released from this process (they are read
 // again from the page cache if another kernel needs them). Returns the bytes allocated (0: the
 // weight stays as it is). Off: set_cpu_repack(false), e.g. from [inference] repack_weights.
-std::size_t pack_for_cpu(weight& w);
+// release_source = false keeps the pages of `data` (for weights in anonymous memory, whose
+// released pages would read back as zeros).
+std::size_t pack_for_cpu(weight& w, bool release_source = true);
 void set_cpu_repack(bool on) noexcept;
 bool cpu_repack() noexcept;
 
