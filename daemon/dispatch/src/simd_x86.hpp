@@ -259,6 +259,20 @@ SPITE_AVX2 inline float reduce8_vec(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
+// The lane-packed layouts (simd_x86_legacy_packed.cpp, simd_x86_q5k_packed.cpp) accumulate the
+// reference's per-row lanes transposed: acc[L], element r, is row r's lane L. y8[r] = the
+// reference's horizontal sum of row r's lanes, plus mins[r] where the type has a min term (with
+// none, nothing is added: -0 stays -0).
+SPITE_AVX2 inline void store_lane_rows(const __m256* acc, const float* mins, float* y8) {
+  __m256i rows[8];
+  for (int lane = 0; lane < 8; ++lane) rows[lane] = _mm256_castps_si256(acc[lane]);
+  transpose8_epi32(rows);  // rows[r]: row r's 8 lanes
+  for (int r = 0; r < 8; ++r) {
+    const float sum = reduce8_vec(_mm256_castsi256_ps(rows[r]));
+    y8[r] = mins != nullptr ? sum + mins[r] : sum;
+  }
+}
+
 // Decode streams each weight once. A group of rows is a contiguous region and the next group
 // follows it, so while one group is multiplied the next one is prefetched at the same pace:
 // rows of a few KiB are too short for the hardware prefetchers to ramp up on by themselves.

@@ -93,43 +93,33 @@ struct k_row {
         dmin(static_cast<std::size_t>(in / qkk)) {}
 };
 
-// Super-block b of a row into r, from its block (quants, bits, d, dmin) and decoded scales (Q3_K:
-// 16, Q5_K: 8) and mins (Q5_K: 8).
-template <class Block>
-SPITE_AVX2 void unpack_block(const Block& blk, const std::int16_t* sc, const std::int16_t* mins, std::int64_t b, k_row& r) {
-  __m256i bits;
-  if constexpr (std::is_same_v<Block, gguf::block_q3_K>) {
-    bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask));
-  } else {
-    for (int j = 0; j < 16; ++j) r.mins[static_cast<std::size_t>(16 * b + j)] = mins[j / 2];
-    r.dmin[static_cast<std::size_t>(b)] = _cvtsh_ss(blk.dmin);
-    bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
-  }
-  r.d[static_cast<std::size_t>(b)] = _cvtsh_ss(blk.d);
-  for (int g = 0; g < 8; ++g) {
-    __m256i v, s;
-    if constexpr (std::is_same_v<Block, gguf::block_q3_K>) {
-      v = _mm256_sub_epi8(q3_K_group(blk, bits, g), _mm256_set1_epi8(4));  // signed q for super_block_lanes
-      s = group_scales(sc[2 * g], sc[2 * g + 1]);
-    } else {
-      v = q5_K_group(blk, bits, g);
-      s = group_scales(sc[g], sc[g]);
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.q.data() + b * qkk + 32 * g), v);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.scales.data() + 16 * (8 * b + g)), s);
-  }
-}
-
 template <class Block>
 SPITE_AVX2 void unpack_row(const Block* w, std::int64_t nb, k_row& r) {
   for (std::int64_t b = 0; b < nb; ++b) {
     std::int16_t sc[16], mins[8];
+    __m256i bits;
     if constexpr (std::is_same_v<Block, gguf::block_q3_K>) {
       q3_K_scales16(w[b], sc);
+      bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].hmask));
     } else {
       q5_K_scales(w[b], sc, mins);
+      for (int j = 0; j < 16; ++j) r.mins[static_cast<std::size_t>(16 * b + j)] = mins[j / 2];
+      r.dmin[static_cast<std::size_t>(b)] = _cvtsh_ss(w[b].dmin);
+      bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
     }
-    unpack_block(w[b], sc, mins, b, r);
+    r.d[static_cast<std::size_t>(b)] = _cvtsh_ss(w[b].d);
+    for (int g = 0; g < 8; ++g) {
+      __m256i v, s;
+      if constexpr (std::is_same_v<Block, gguf::block_q3_K>) {
+        v = _mm256_sub_epi8(q3_K_group(w[b], bits, g), _mm256_set1_epi8(4));  // signed q for super_block_lanes
+        s = group_scales(sc[2 * g], sc[2 * g + 1]);
+      } else {
+        v = q5_K_group(w[b], bits, g);
+        s = group_scales(sc[g], sc[g]);
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.q.data() + b * qkk + 32 * g), v);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.scales.data() + 16 * (8 * b + g)), s);
+    }
   }
 }
 

@@ -75,7 +75,7 @@ struct lane_offsets {
 // The float state of one group against one activation row.
 struct group_acc {
   __m256 lanes[8];  // the reference's lane L of row r in element r of lanes[L]
-  __m128 summs_lo, summs_hi;  // (Q5_1, Q4_1) row r's min-term chain in lane r % 4
+  __m256 summs;     // (Q5_1, Q4_1) row r's min-term chain in lane r
 };
 
 // One block: acc.lanes[L] += d_w * d_x * (lane L of the 8 rows), for lane quants q(L); the
@@ -95,31 +95,20 @@ SPITE_AVX2 inline void block_step(group_acc& acc, __m256 dw, __m256 mw, const ty
     acc.lanes[lane] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(sums), acc.lanes[lane]);
   }
   if constexpr (format<Block>::mins) {
-    const __m256 s = _mm256_set1_ps(xb.s[i]);
-    acc.summs_lo = _mm_fmadd_ps(_mm256_castps256_ps128(mw), _mm256_castps256_ps128(s), acc.summs_lo);
-    acc.summs_hi = _mm_fmadd_ps(_mm256_extractf128_ps(mw, 1), _mm256_castps256_ps128(s), acc.summs_hi);
+    acc.summs = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb.s[i]), acc.summs);
   }
 }
 
-// Row r's result: the reference's horizontal sum of its 8 lanes (lanes[L], element r), plus its
-// min terms.
 template <class Block>
 SPITE_AVX2 inline void store_rows(const group_acc& acc, float* y8) {
-  __m256i rows[8];
-  for (int lane = 0; lane < 8; ++lane) rows[lane] = _mm256_castps_si256(acc.lanes[lane]);
-  transpose8_epi32(rows);  // rows[r]: row r's 8 lanes
   alignas(32) float summs[8];
-  _mm_store_ps(summs, acc.summs_lo);
-  _mm_store_ps(summs + 4, acc.summs_hi);
-  for (int r = 0; r < 8; ++r) {
-    const float sum = reduce8_vec(_mm256_castsi256_ps(rows[r]));
-    y8[r] = format<Block>::mins ? sum + summs[r] : sum;
-  }
+  _mm256_store_ps(summs, acc.summs);
+  store_lane_rows(acc.lanes, format<Block>::mins ? summs : nullptr, y8);
 }
 
 SPITE_AVX2 inline void clear(group_acc& acc) {
   for (auto& a : acc.lanes) a = _mm256_setzero_ps();
-  acc.summs_lo = acc.summs_hi = _mm_setzero_ps();
+  acc.summs = _mm256_setzero_ps();
 }
 
 SPITE_AVX2 inline __m256 halves(const std::byte* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }

@@ -56,12 +56,9 @@ SPITE_AVX2 inline __m256 min_step(const std::byte* blk, const gguf::block_q8_K& 
 // Row r's result: the reference's horizontal sum of its 8 lanes (acc[L], element r) plus its
 // min chain (lane r of summs).
 SPITE_AVX2 inline void store_rows(const __m256* acc, __m256 summs, float* y8) {
-  __m256i rows[8];
-  for (int lane = 0; lane < 8; ++lane) rows[lane] = _mm256_castps_si256(acc[lane]);
-  transpose8_epi32(rows);  // rows[r]: row r's 8 lanes
   alignas(32) float mins[8];
   _mm256_store_ps(mins, summs);
-  for (int r = 0; r < 8; ++r) y8[r] = reduce8_vec(_mm256_castsi256_ps(rows[r])) + mins[r];
+  store_lane_rows(acc, mins, y8);
 }
 
 // Group 2k + h's quants (0..31) of lane L, from the packed block.
