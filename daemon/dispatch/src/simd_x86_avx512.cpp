@@ -13,6 +13,8 @@
 
 #if defined(__x86_64__)
 #include <atomic>
+#include <cstdlib>
+#include <string_view>
 
 namespace spite::dispatch::cpu {
 namespace {
@@ -21,7 +23,14 @@ using namespace x86;
 
 #define SPITE_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
-std::atomic<bool> g_allowed{true};
+// SPITE_CPU_AVX512=0 keeps the AVX2 kernels on a processor that has AVX-512, so the two can be
+// timed against each other on one machine (the results are the same bits either way).
+bool avx512_wanted() {
+  const char* env = std::getenv("SPITE_CPU_AVX512");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
+std::atomic<bool> g_allowed{avx512_wanted()};
 
 template <int K>
 SPITE_AVX512 void q4_K_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,

@@ -11,7 +11,7 @@ void linear::apply(forward_context& ctx, const float* x, std::int64_t n, float* 
       for (std::int64_t o = 0; o < w.out; ++o) y[t * w.out + o] += bias[static_cast<std::size_t>(o)];
     }
   }
-  const std::vector<lora_pair>* pairs = ctx.loras != nullptr ? ctx.loras->find(w.data) : nullptr;
+  const std::vector<lora_pair>* pairs = ctx.loras != nullptr ? ctx.loras->find(tensor != nullptr ? tensor : w.data) : nullptr;
   if (pairs == nullptr) return;
   for (const lora_pair& l : *pairs) {
     std::vector<float> ax(static_cast<std::size_t>(l.a.out * n)), bax(static_cast<std::size_t>(l.b.out * n));
@@ -63,6 +63,7 @@ linear binder::matrix(const std::string& name, std::int64_t in, std::int64_t out
     return l;
   }
   l.w = dispatch::weight_of(*t);
+  l.tensor = t->data;
   packed_bytes_ += dispatch::pack_for_cpu(l.w);
   l.bias = vec(name + ".bias", out, true);
   return l;

@@ -13,6 +13,9 @@ namespace spite::models {
 
 struct linear {
   dispatch::weight w;
+  // The file's bytes of W, which name the tensor (LoRA adapters are keyed by them): the kernels
+  // may read a copy (dispatch::pack_for_cpu).
+  const std::byte* tensor = nullptr;
   std::vector<float> bias;  // [out] or empty
 
   bool empty() const noexcept { return w.empty(); }

@@ -17,6 +17,7 @@
 #include "ref_quant.hpp"
 #include "spite/core/thread_pool.hpp"
 #include "spite/core/half.hpp"
+#include "spite/dispatch/tensor.hpp"
 #include "spite/gguf/blocks.hpp"
 #include "spite/gguf/types.hpp"
 
@@ -216,6 +217,28 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(odd.w.packed == nullptr);
   quantized_matrix q8 = random_matrix(tensor_type::q8_0, 64, 16, rng);
   CHECK(cpu::pack_weight(q8.w) == 0);
+}
+
+TEST_CASE("matrices without a packed layout move into huge pages once from 2 MiB up with their bytes") {
+  std::mt19937 rng(5);
+  quantized_matrix small = random_matrix(tensor_type::q8_0, 1024, 480, rng);  // 510 KiB
+  CHECK(spite::dispatch::pack_for_cpu(small.w, false) == 0);
+  CHECK(small.w.data == small.bytes.data());
+  quantized_matrix big = random_matrix(tensor_type::q8_0, 2048, 1024, rng);  // 2.1 MiB
+  const std::size_t moved = spite::dispatch::pack_for_cpu(big.w, false);
+  if (moved == 0) {
+    WARN("transparent huge pages are off on this system: nothing moves");
+    CHECK(big.w.data == big.bytes.data());
+    return;
+  }
+  CHECK(moved == big.bytes.size());
+  CHECK(big.w.packed == nullptr);  // the file's layout, at a new address
+  CHECK(big.w.data != big.bytes.data());
+  CHECK(reinterpret_cast<std::uintptr_t>(big.w.data) % (std::size_t{2} << 20) == 0);
+  CHECK(std::memcmp(big.w.data, big.bytes.data(), big.bytes.size()) == 0);
+  const std::byte* first = big.w.data;
+  CHECK(spite::dispatch::pack_for_cpu(big.w, false) == 0);
+  CHECK(big.w.data == first);
 }
 
 TEST_CASE("an x86-64 processor with AVX2 or an ARM one with SDOT gets the SIMD matmuls") {

@@ -23,6 +23,8 @@ struct weight {
   // The same matrix repacked at load time for this processor's CPU kernels (pack_for_cpu), or
   // null. `data` stays valid: other kernels read the file's layout.
   const std::byte* packed = nullptr;
+  // Owns `packed`, or the copy of the rows in huge pages that `data` points at when the matrix
+  // has no packed layout here (pack_for_cpu; `data` is then no longer the file's address).
   std::shared_ptr<const std::byte[]> packed_owner;
 
   bool empty() const noexcept { return data == nullptr; }
@@ -34,9 +36,11 @@ weight weight_of(const gguf::tensor_info& t, std::int64_t expert = 0);
 
 // Load-time repacking: where the built-in CPU kernels have a faster layout for this weight type
 // on this processor (Q4_0: eight rows interleaved per block), a packed copy is made and kept with
-// the weight, and the file's pages of the matrix are released from this process (they are read
-// again from the page cache if another kernel needs them). Returns the bytes allocated (0: the
-// weight stays as it is). Off: set_cpu_repack(false), e.g. from [inference] repack_weights.
+// the weight; other matrices from 2 MiB up are copied as they are into huge pages (where the
+// system allows transparent huge pages) and `data` points there. Either way the file's pages of
+// the matrix are released from this process (they are read again from the page cache if another
+// kernel needs them). Returns the bytes allocated (0: the weight stays as it is). Off:
+// set_cpu_repack(false), e.g. from [inference] repack_weights.
 // release_source = false keeps the pages of `data` (for weights in anonymous memory, whose
 // released pages would read back as zeros).
 std::size_t pack_for_cpu(weight& w, bool release_source = true);
