@@ -569,8 +569,12 @@ constexpr std::size_t q2_K_packed_scales = 32, q2_K_packed_quants = 160;
 
 using q4_K_tile_fn = void (*)(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
                               std::int64_t ng, std::int64_t out, float* y);
+// Four activation rows that all take the GEMM's float order (prefill, decode of 4 sequences).
+using q4_K_gemm_fn = void (*)(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
+                              std::int64_t out, float* y);
 struct q4_K_tiles {
   q4_K_tile_fn one, four;
+  q4_K_gemm_fn gemm4;
 };
 
 // ---- entry points of the files

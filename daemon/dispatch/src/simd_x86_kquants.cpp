@@ -282,7 +282,7 @@ SPITE_AVX2 void q4_K_packed_gemm4(const std::byte* group, std::int64_t nb, const
 void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
                         thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
-  const q4_K_tiles avx2{q4_K_packed_tile<1>, q4_K_packed_tile<4>};
+  const q4_K_tiles avx2{q4_K_packed_tile<1>, q4_K_packed_tile<4>, q4_K_packed_gemm4};
   const q4_K_tiles* vnni = avx512_q4_K_tiles();
   const q4_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
   const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
@@ -290,8 +290,8 @@ void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
     const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_K_packed_block;
     std::int64_t t = t0;
     for (; t + 4 <= t1; t += 4) {
-      if (vnni == nullptr && t + 4 <= ng) {
-        q4_K_packed_gemm4(group, nb, xq, t, w.out, y + 8 * g);
+      if (t + 4 <= ng) {
+        tiles.gemm4(group, nb, xq, t, w.out, y + 8 * g);
       } else {
         tiles.four(group, nb, xq, t, ng, w.out, y + 8 * g);
       }
