@@ -32,15 +32,55 @@ bool avx512_wanted() {
 
 std::atomic<bool> g_allowed{avx512_wanted()};
 
-template <int K>
-SPITE_AVX512 void q4_K_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
-                            std::int64_t ng, std::int64_t out, float* y) {
-  const __m512i m = _mm512_set1_epi8(0x0F);
-  // Dword indices: lanes 0..7 take activation dword 2c, lanes 8..15 dword 2c + 1.
-  __m512i pick[4];
+// Sub-block pair j of a packed Q4_K block: its 8 chunks unpacked two per register (chunks 2c
+// and 2c + 1 in register c) and the 8 rows' scales of its two sub-blocks.
+struct q4_K_pair {
+  __m512i lo[4], hi[4];
+  __m256i s_lo, s_hi;
+  SPITE_AVX512 q4_K_pair(const std::byte* blk, int j) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_loadu_si512(blk + q4_K_packed_quants + 256 * j + 64 * c);
+      lo[c] = _mm512_and_si512(v, m);
+      hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+    }
+    const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_scales) + 16 * j;
+    std::int64_t s_lo64, s_hi64;
+    std::memcpy(&s_lo64, sc, 8);
+    std::memcpy(&s_hi64, sc + 8, 8);
+    s_lo = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(s_lo64));
+    s_hi = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(s_hi64));
+  }
+  // One activation row's sums of the pair, each sub-block's times its scale (rows as lanes).
+  // pick[c]: lanes 0..7 take activation dword 2c, lanes 8..15 dword 2c + 1.
+  SPITE_AVX512 __m256i scaled_sums(const gguf::block_q8_K& x, int j, const __m512i* pick) const {
+    const __m512i x0 = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 64 * j)));
+    const __m512i x1 = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 64 * j + 32)));
+    __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      a0 = _mm512_dpbusd_epi32(a0, lo[c], _mm512_permutexvar_epi32(pick[c], x0));
+      a1 = _mm512_dpbusd_epi32(a1, hi[c], _mm512_permutexvar_epi32(pick[c], x1));
+    }
+    // Each row's two halves (even and odd chunks) added: the sub-block sums of 2j and 2j + 1.
+    const __m256i sum0 = _mm256_add_epi32(_mm512_castsi512_si256(a0), _mm512_extracti64x4_epi64(a0, 1));
+    const __m256i sum1 = _mm256_add_epi32(_mm512_castsi512_si256(a1), _mm512_extracti64x4_epi64(a1, 1));
+    return _mm256_add_epi32(_mm256_mullo_epi32(sum0, s_lo), _mm256_mullo_epi32(sum1, s_hi));
+  }
+};
+
+SPITE_AVX512 inline void dword_pair_picks(__m512i* pick) {
   for (int c = 0; c < 4; ++c) {
     pick[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * c)), _mm256_set1_epi32(2 * c + 1), 1);
   }
+}
+
+template <int K>
+SPITE_AVX512 void q4_K_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
+                            std::int64_t ng, std::int64_t out, float* y) {
+  __m512i pick[4];
+  dword_pair_picks(pick);
   q4_K_row_acc a[K];
   for (auto& r : a) r = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
   const std::size_t group_bytes = static_cast<std::size_t>(nb) * q4_K_packed_block;
@@ -48,39 +88,16 @@ SPITE_AVX512 void q4_K_tile(const std::byte* group, std::int64_t nb, const gguf:
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
     const std::byte* blk = group + static_cast<std::size_t>(b) * q4_K_packed_block;
-    const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_scales);
     const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_mins);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
     q4_K_x_terms terms[K];
     for (int k = 0; k < K; ++k) q4_K_terms(xq[(t0 + k) * nb + b], dw, dmw, terms[k]);
     for (int j = 0; j < 4; ++j) {
-      __m512i lo[4], hi[4];
-      for (int c = 0; c < 4; ++c) {  // chunks 2c and 2c + 1
-        const __m512i v = _mm512_loadu_si512(blk + q4_K_packed_quants + 256 * j + 64 * c);
-        lo[c] = _mm512_and_si512(v, m);
-        hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
-      }
-      std::int64_t s_lo64, s_hi64;
-      std::memcpy(&s_lo64, sc + 16 * j, 8);
-      std::memcpy(&s_hi64, sc + 16 * j + 8, 8);
-      const __m256i s_lo = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(s_lo64));
-      const __m256i s_hi = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(s_hi64));
+      const q4_K_pair p(blk, j);
       const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16 * j)));
       for (int k = 0; k < K; ++k) {
-        const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
-        const __m512i x0 = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 64 * j)));
-        const __m512i x1 = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 64 * j + 32)));
-        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-        for (int c = 0; c < 4; ++c) {
-          a0 = _mm512_dpbusd_epi32(a0, lo[c], _mm512_permutexvar_epi32(pick[c], x0));
-          a1 = _mm512_dpbusd_epi32(a1, hi[c], _mm512_permutexvar_epi32(pick[c], x1));
-        }
-        // Each row's two halves (even and odd chunks) added: the sub-block sums of 2j and 2j + 1.
-        const __m256i sum0 = _mm256_add_epi32(_mm512_castsi512_si256(a0), _mm512_extracti64x4_epi64(a0, 1));
-        const __m256i sum1 = _mm256_add_epi32(_mm512_castsi512_si256(a1), _mm512_extracti64x4_epi64(a1, 1));
-        const __m256i pair = _mm256_add_epi32(_mm256_mullo_epi32(sum0, s_lo), _mm256_mullo_epi32(sum1, s_hi));
-        q4_K_add_pair(a[k], t0 + k < ng, pair, mins, terms[k], j);
+        q4_K_add_pair(a[k], t0 + k < ng, p.scaled_sums(xq[(t0 + k) * nb + b], j, pick), mins, terms[k], j);
       }
     }
     for (int k = 0; k < K; ++k) q4_K_end_block(a[k], t0 + k < ng, terms[k]);
@@ -94,11 +111,8 @@ SPITE_AVX512 void q4_K_tile(const std::byte* group, std::int64_t nb, const gguf:
 // accumulators and keeps them on the stack: 18 % of its samples in decode of 4 sequences).
 SPITE_AVX512 void q4_K_gemm4(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
                              std::int64_t out, float* y) {
-  const __m512i m = _mm512_set1_epi8(0x0F);
   __m512i pick[4];
-  for (int c = 0; c < 4; ++c) {
-    pick[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * c)), _mm256_set1_epi32(2 * c + 1), 1);
-  }
+  dword_pair_picks(pick);
   __m256 acc[4], acc_min[4];
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
@@ -107,60 +121,15 @@ SPITE_AVX512 void q4_K_gemm4(const std::byte* group, std::int64_t nb, const gguf
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
     const std::byte* blk = group + static_cast<std::size_t>(b) * q4_K_packed_block;
-    const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_scales);
-    const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_mins);
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-    const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
     const gguf::block_q8_K* x[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) x[k] = &xq[(t0 + k) * nb + b];
     __m256 ds[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      x[k] = &xq[(t0 + k) * nb + b];
-      const __m256 xd = _mm256_set1_ps(x[k]->d);
-      ds[k] = _mm256_mul_ps(dw, xd);
-      // Sub-block pair j's activation sums as one int16 pair in lane j of the low half (j < 2)
-      // or j - 2 of the high half, as q4_K_terms lays them out.
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->bsums));
-      const __m256i pairs = _mm256_hadd_epi16(bs, bs);
-      const __m256 dm = _mm256_mul_ps(dmw, xd);
-      __m256 am = acc_min[k];
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16 * j)));
-        const __m128i half = j < 2 ? _mm256_castsi256_si128(pairs) : _mm256_extracti128_si256(pairs, 1);
-        const __m256i pm = _mm256_madd_epi16(mins, _mm256_broadcastd_epi32(j % 2 == 0 ? half : _mm_srli_si128(half, 4)));
-        am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), dm, am);
-      }
-      acc_min[k] = am;
-    }
+    q4_K_gemm4_block_terms(blk, x, ds, acc_min);
     for (int j = 0; j < 4; ++j) {
-      __m512i lo[4], hi[4];
+      const q4_K_pair p(blk, j);
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {  // chunks 2c and 2c + 1
-        const __m512i v = _mm512_loadu_si512(blk + q4_K_packed_quants + 256 * j + 64 * c);
-        lo[c] = _mm512_and_si512(v, m);
-        hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
-      }
-      std::int64_t s_lo64, s_hi64;
-      std::memcpy(&s_lo64, sc + 16 * j, 8);
-      std::memcpy(&s_hi64, sc + 16 * j + 8, 8);
-      const __m256i s_lo = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(s_lo64));
-      const __m256i s_hi = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(s_hi64));
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m512i x0 = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->qs + 64 * j)));
-        const __m512i x1 = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->qs + 64 * j + 32)));
-        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-          a0 = _mm512_dpbusd_epi32(a0, lo[c], _mm512_permutexvar_epi32(pick[c], x0));
-          a1 = _mm512_dpbusd_epi32(a1, hi[c], _mm512_permutexvar_epi32(pick[c], x1));
-        }
-        const __m256i sum0 = _mm256_add_epi32(_mm512_castsi512_si256(a0), _mm512_extracti64x4_epi64(a0, 1));
-        const __m256i sum1 = _mm256_add_epi32(_mm512_castsi512_si256(a1), _mm512_extracti64x4_epi64(a1, 1));
-        const __m256i pair = _mm256_add_epi32(_mm256_mullo_epi32(sum0, s_lo), _mm256_mullo_epi32(sum1, s_hi));
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair), ds[k], acc[k]);
-      }
+      for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p.scaled_sums(*x[k], j, pick)), ds[k], acc[k]);
     }
   }
 #pragma GCC unroll 4

@@ -226,31 +226,11 @@ SPITE_AVX2 void q4_K_packed_gemm4(const std::byte* group, std::int64_t nb, const
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = group + static_cast<std::size_t>(b) * q4_K_packed_block;
     const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_scales);
-    const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_mins);
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-    const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
     const gguf::block_q8_K* x[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) x[k] = &xq[(t0 + k) * nb + b];
     __m256 ds[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      x[k] = &xq[(t0 + k) * nb + b];
-      const __m256 xd = _mm256_set1_ps(x[k]->d);
-      ds[k] = _mm256_mul_ps(dw, xd);
-      // Sub-block pair j's activation sums as one int16 pair (sub-blocks 2j, 2j + 1) in lane
-      // j of the low half (j < 2) or j - 2 of the high half, as q4_K_terms lays them out.
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->bsums));
-      const __m256i pairs = _mm256_hadd_epi16(bs, bs);
-      const __m256 dm = _mm256_mul_ps(dmw, xd);
-      __m256 am = acc_min[k];
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16 * j)));
-        const __m128i half = j < 2 ? _mm256_castsi256_si128(pairs) : _mm256_extracti128_si256(pairs, 1);
-        const __m256i pm = _mm256_madd_epi16(mins, _mm256_broadcastd_epi32(j % 2 == 0 ? half : _mm_srli_si128(half, 4)));
-        am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), dm, am);
-      }
-      acc_min[k] = am;
-    }
+    q4_K_gemm4_block_terms(blk, x, ds, acc_min);
     for (int j = 0; j < 4; ++j) {
       if (t0 == 0) ahead.step(b, j, 4);
       __m256i a0[4], a1[4];
