@@ -667,6 +667,11 @@ void matmul_q4_1_packed(const weight& w, const float* x, std::int64_t n_tokens, 
 std::size_t pack_q5_K(weight& w);
 void matmul_q5_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 
+// simd_x86_q8_0_packed.cpp: Q8_0 packed by pack_q8_0 (8-row groups of quants + 128 for
+// VPDPBUSD) where the AVX-512 VNNI kernels run.
+std::size_t pack_q8_0(weight& w);
+void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+
 // simd_x86_k35.cpp
 void matmul_q3_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_q5_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

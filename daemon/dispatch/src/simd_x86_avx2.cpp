@@ -326,13 +326,18 @@ void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* 
   });
 }
 
+void matmul_q8_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.packed != nullptr) return matmul_q8_0_packed(w, x, n_tokens, y, pool);
+  matmul_q8_0_like<gguf::block_q8_0>(w, x, n_tokens, y, pool);
+}
+
 void matmul_q5_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.packed != nullptr) return matmul_q5_0_packed(w, x, n_tokens, y, pool);
   matmul_q8_0_like<gguf::block_q5_0>(w, x, n_tokens, y, pool);
 }
 
 constexpr exact_matmul k_table[] = {
-    {tensor_type::q8_0, matmul_q8_0_like<gguf::block_q8_0>},
+    {tensor_type::q8_0, matmul_q8_0},
     {tensor_type::q4_0, matmul_q4_0},
     {tensor_type::q4_K, matmul_q4_K},
     {tensor_type::q6_K, matmul_q6_K},
@@ -369,6 +374,7 @@ std::span<const exact_matmul> fast_matmuls() {
 
 std::size_t pack_weight(weight& w) {
   if (fast_matmuls().empty() || w.packed != nullptr || w.out % 8 != 0) return 0;
+  if (w.type == tensor_type::q8_0) return pack_q8_0(w);
   if (w.type == tensor_type::q4_0) return pack_q4_0_like<gguf::block_q4_0>(w);
   if (w.type == tensor_type::iq4_nl) return pack_q4_0_like<gguf::block_iq4_nl>(w);
   if (w.type == tensor_type::q4_K) return pack_q4_K(w);
