@@ -445,6 +445,7 @@ std::size_t pack_row_groups(weight& w, std::size_t packed_block, const Pack& pac
   }
   w.packed = buffer.get();
   w.packed_owner = std::move(buffer);
+  w.packed_rows = 8;
   return bytes;
 }
 
@@ -671,6 +672,13 @@ void matmul_q5_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
 // VPDPBUSD) where the AVX-512 VNNI kernels run.
 std::size_t pack_q8_0(weight& w);
 void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+
+// simd_x86_q4k_x16.cpp: Q4_K packed by pack_q4_K_x16 (16-row groups, packed_rows 16) where the
+// AVX-512 VNNI kernels run and the row count is a multiple of 16. matmul_q4_K_x16 returns
+// false, having done nothing, when those kernels stand aside (set_avx512(false)).
+std::size_t pack_q4_K_x16(weight& w);
+bool matmul_q4_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
+                     thread_pool& pool);
 
 // simd_x86_k35.cpp
 void matmul_q3_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

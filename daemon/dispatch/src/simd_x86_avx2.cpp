@@ -377,7 +377,10 @@ std::size_t pack_weight(weight& w) {
   if (w.type == tensor_type::q8_0) return pack_q8_0(w);
   if (w.type == tensor_type::q4_0) return pack_q4_0_like<gguf::block_q4_0>(w);
   if (w.type == tensor_type::iq4_nl) return pack_q4_0_like<gguf::block_iq4_nl>(w);
-  if (w.type == tensor_type::q4_K) return pack_q4_K(w);
+  if (w.type == tensor_type::q4_K) {
+    const std::size_t x16 = pack_q4_K_x16(w);
+    return x16 > 0 ? x16 : pack_q4_K(w);
+  }
   if (w.type == tensor_type::q2_K) return pack_q2_K(w);
   if (w.type == tensor_type::q5_0) return pack_q5_0(w);
   if (w.type == tensor_type::q5_1) return pack_q5_1(w);

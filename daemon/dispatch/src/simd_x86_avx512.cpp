@@ -4,12 +4,7 @@
 // the integer work takes about half the instructions. The integer sums are exact either way and
 // the float operations are those of the AVX2 kernel, so the bits are the same.
 
-// GCC 12's AVX-512 headers build some results from _mm512_undefined values and then warn about
-// them (a known false positive).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#include "simd_x86.hpp"
+#include "simd_x86_avx512.hpp"
 
 #if defined(__x86_64__)
 #include <atomic>
@@ -20,8 +15,6 @@ namespace spite::dispatch::cpu {
 namespace {
 
 using namespace x86;
-
-#define SPITE_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 // SPITE_CPU_AVX512=0 keeps the AVX2 kernels on a processor that has AVX-512, so the two can be
 // timed against each other on one machine (the results are the same bits either way).

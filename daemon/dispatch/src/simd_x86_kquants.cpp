@@ -280,13 +280,29 @@ void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
   });
 }
 
+void matmul_q4_K_unpacked(const weight& w, const std::vector<gguf::block_q8_K>& xq, std::int64_t n_tokens, std::int64_t ng, float* y,
+                          thread_pool& pool);
+
 void matmul_q4_K_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_K)(w, x, n_tokens, y, pool);
-  const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq;
   quantize_rows_q8_K(w, x, n_tokens, true, xq, pool);
   const std::int64_t ng = gemm_rows(n_tokens);
+  if (w.packed != nullptr && w.packed_rows == 16) {
+    if (matmul_q4_K_x16(w, xq.data(), n_tokens, ng, y, pool)) return;
+    // The AVX-512 kernels stand aside: the file's layout, which `data` still holds.
+    weight file = w;
+    file.packed = nullptr;
+    file.packed_rows = 0;
+    return matmul_q4_K_unpacked(file, xq, n_tokens, ng, y, pool);
+  }
   if (w.packed != nullptr) return matmul_q4_K_packed(w, xq.data(), n_tokens, ng, y, pool);
+  matmul_q4_K_unpacked(w, xq, n_tokens, ng, y, pool);
+}
+
+void matmul_q4_K_unpacked(const weight& w, const std::vector<gguf::block_q8_K>& xq, std::int64_t n_tokens, std::int64_t ng, float* y,
+                          thread_pool& pool) {
+  const std::int64_t nb = w.in / qkk;
   if (ng == 0) {
     pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
       for (std::int64_t g = begin; g < end; ++g) {

@@ -20,20 +20,13 @@
 // The layout is made only where the AVX-512 kernels run; after set_avx512(false) a packed matrix
 // goes through an AVX2 version of the same arithmetic (flipping the quants back).
 
-// GCC 12's AVX-512 headers build some results from _mm512_undefined values and then warn about
-// them (a known false positive).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#include "simd_x86.hpp"
+#include "simd_x86_avx512.hpp"
 
 #if defined(__x86_64__)
 #include <cstring>
 
 namespace spite::dispatch::cpu::x86 {
 namespace {
-
-#define SPITE_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 constexpr std::size_t quants_per_block = 8 * qk0;  // 8 rows of 32 bytes
 constexpr std::size_t scales_per_block = 8 * 2;    // 8 f16
@@ -157,6 +150,7 @@ std::size_t pack_q8_0(weight& w) {
   }
   w.packed = buffer.get();
   w.packed_owner = std::move(buffer);
+  w.packed_rows = 8;
   return static_cast<std::size_t>(groups) * stride;
 }
 

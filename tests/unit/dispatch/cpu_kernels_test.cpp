@@ -92,6 +92,19 @@ cpu::matmul_fn fast_for(tensor_type type) {
   return nullptr;
 }
 
+// Whether this processor's kernels pack weights at all (x86 with AVX2); says why not otherwise.
+bool packed_layouts_here() {
+#if !defined(__x86_64__)
+  WARN("the packed layouts are the x86 kernels'; the NEON ones read the stored blocks");
+  return false;
+#endif
+  if (fast_for(tensor_type::q4_0) == nullptr) {
+    WARN("no SIMD matmul on this processor; nothing is packed");
+    return false;
+  }
+  return true;
+}
+
 void check_bit_identical(tensor_type type, std::int64_t block) {
   const cpu::matmul_fn fast = fast_for(type);
   if (fast == nullptr) {
@@ -111,7 +124,8 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
     for (const int threads : {1, 3}) {
       spite::thread_pool pool(threads);
       for (const std::int64_t in : {block, 3 * block}) {
-        for (const std::int64_t out : {8, 13, 24, 40}) {
+        // 48: the 16-row groups of the AVX-512 layouts (Q4_K).
+        for (const std::int64_t out : {8, 13, 24, 40, 48}) {
           const quantized_matrix m = random_matrix(type, in, out, rng);
           // 299 and 300: past the largest block of activation rows the batched kernels take at a
           // time, with and without activation rows left over after the last 4-row tile.
@@ -119,7 +133,7 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
           // over after their 4-row tiles.
           for (const std::int64_t n_tokens : {1, 2, 3, 4, 5, 7, 9, 12, 13, 29, 299, 300}) {
             if (n_tokens == 299 && out != 13) continue;
-            if (n_tokens == 300 && out != 40) continue;
+            if (n_tokens == 300 && out != 40 && out != 48) continue;
             const std::vector<float> x = random_activations(in, n_tokens, rng);
             std::vector<float> want(static_cast<std::size_t>(out * n_tokens)), got(want.size(), -1.0f);
             reference(m.w, x.data(), n_tokens, want.data(), pool);
@@ -209,14 +223,7 @@ TEST_CASE("packed-weight buffers come zeroed on a cache line, from 2 MiB up on a
 }
 
 TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left alone") {
-#if !defined(__x86_64__)
-  WARN("the packed layouts are the x86 kernels'; the NEON ones read the stored blocks");
-  return;
-#endif
-  if (fast_for(tensor_type::q4_0) == nullptr) {
-    WARN("no SIMD matmul on this processor; nothing is packed");
-    return;
-  }
+  if (!packed_layouts_here()) return;
   std::mt19937 rng(3);
   quantized_matrix eight = random_matrix(tensor_type::q4_0, 64, 16, rng);
   CHECK(cpu::pack_weight(eight.w) == eight.bytes.size());
@@ -225,8 +232,29 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   quantized_matrix odd = random_matrix(tensor_type::q4_0, 64, 13, rng);
   CHECK(cpu::pack_weight(odd.w) == 0);
   CHECK(odd.w.packed == nullptr);
-  quantized_matrix q8 = random_matrix(tensor_type::q8_0, 64, 16, rng);
-  CHECK(cpu::pack_weight(q8.w) == 0);
+  CHECK(eight.w.packed_rows == 8);
+  quantized_matrix q6 = random_matrix(tensor_type::q6_K, 256, 16, rng);
+  CHECK(cpu::pack_weight(q6.w) == 0);
+}
+
+TEST_CASE("Q8_0 and 16-row Q4_K layouts are made only where the AVX-512 kernels run") {
+  if (!packed_layouts_here()) return;
+  std::mt19937 rng(4);
+  for (const bool avx512 : {true, false}) {
+    cpu::set_avx512(avx512);
+    const bool vnni = avx512 && cpu::has_avx512_kernels();
+    INFO("AVX-512 kernels " << (vnni ? "run" : "stand aside"));
+    quantized_matrix q8 = random_matrix(tensor_type::q8_0, 64, 16, rng);
+    CHECK((cpu::pack_weight(q8.w) > 0) == vnni);
+    CHECK(q8.w.packed_rows == (vnni ? 8 : 0));
+    quantized_matrix k16 = random_matrix(tensor_type::q4_K, 256, 32, rng);
+    CHECK(cpu::pack_weight(k16.w) > 0);
+    CHECK(k16.w.packed_rows == (vnni ? 16 : 8));
+    quantized_matrix k24 = random_matrix(tensor_type::q4_K, 256, 24, rng);  // not a multiple of 16
+    CHECK(cpu::pack_weight(k24.w) > 0);
+    CHECK(k24.w.packed_rows == 8);
+  }
+  cpu::set_avx512(true);
 }
 
 TEST_CASE("matrices without a packed layout move into huge pages once from 2 MiB up with their bytes") {

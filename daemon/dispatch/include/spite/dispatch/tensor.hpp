@@ -23,6 +23,7 @@ struct weight {
   // The same matrix repacked at load time for this processor's CPU kernels (pack_for_cpu), or
   // null. `data` stays valid: other kernels read the file's layout.
   const std::byte* packed = nullptr;
+  int packed_rows = 0;  // rows per group of the packed layout (8, or 16 for some AVX-512 kernels)
   // Owns `packed`, or the copy of the rows in huge pages that `data` points at when the matrix
   // has no packed layout here (pack_for_cpu; `data` is then no longer the file's address).
   std::shared_ptr<const std::byte[]> packed_owner;

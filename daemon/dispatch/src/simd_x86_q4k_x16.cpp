@@ -1,0 +1,205 @@
+// Q4_K packed in 16-row groups for processors with AVX-512 VNNI (the contract of
+// simd_x86_avx2.cpp: the reference's exact integer sums and float operations, so the same bits;
+// the reference is its repacked kernels, ref_dot_repack.cpp: every output row a lane of its own,
+// GEMV one fma per super-block, GEMM one per pair of sub-blocks, mins alike).
+//
+// The 8-row layout (simd_x86.hpp) fills a 512-bit register with two 4-byte chunks of 8 rows, so
+// each VPDPBUSD needs the activation dwords of two chunks side by side: a VPERMD per product,
+// as many permutes as products, and the GEMM tile of prefill spent about half its operations
+// on them. With 16 rows a register is one chunk of every row, and the activation operand is a
+// dword broadcast straight from memory ({1to16}): one VPDPBUSD per 64 products and nothing
+// else. Per group of 16 rows and super-block (2368 bytes: the 16 blocks with their 6-bit scales
+// and mins stored decoded, 2.8 % more):
+//   d[16], dmin[16]  f16, row r's at 2 r (offsets 0 and 32);
+//   scales[8][16]    u8, sub-block s of row r at 64 + 16 s + r;
+//   mins[4][16][2]   u8, sub-blocks 2j and 2j + 1 of row r at 192 + 32 j + 2 r (an int16 pair
+//                    per row for VPMADDWD against the activation sums of the two sub-blocks);
+//   quants[4][8]     64-byte chunks at 320 + 512 j + 64 c: bytes 4r..4r+3 are row r's
+//                    qs[32 j + 4 c .. 32 j + 4 c + 3] (sub-block 2j in the low nibbles, 2j + 1
+//                    in the high ones), cache-line aligned.
+// Made only where the AVX-512 kernels run and the row count is a multiple of 16; after
+// set_avx512(false) such a matrix goes through the AVX2 kernels on the file's layout.
+
+#include "simd_x86_avx512.hpp"
+
+#if defined(__x86_64__)
+#include <cstring>
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+constexpr std::size_t x16_dmin = 32, x16_scales = 64, x16_mins = 192, x16_quants = 320;
+constexpr std::size_t x16_block = x16_quants + 4 * 8 * 64;
+static_assert(x16_block % cache_line == 0);
+
+// Sub-block pair j's activation sums as one int16 pair (sub-blocks 2j, 2j + 1), the reference's
+// 16-bit additions (q4_K_terms lays them out alike).
+struct pair_sums {
+  alignas(32) std::int32_t v[8];
+  SPITE_AVX2 explicit pair_sums(const gguf::block_q8_K& x) {
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(v), _mm256_hadd_epi16(bs, bs));
+  }
+  std::int32_t of(int j) const { return v[(j & 1) + 4 * (j >> 1)]; }
+};
+
+SPITE_AVX512 inline __m512 halves16(const std::byte* p) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// Sub-block pair j's min terms of the 16 rows against one activation row.
+SPITE_AVX512 inline __m512i pair_min(const std::byte* blk, int j, std::int32_t sums) {
+  const __m512i mins = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_mins + 32 * j)));
+  return _mm512_madd_epi16(mins, _mm512_set1_epi32(sums));
+}
+
+// The 8 chunks of pair j unpacked: lo[c] sub-block 2j, hi[c] sub-block 2j + 1.
+struct unpacked_pair {
+  __m512i lo[8], hi[8];
+  // With `ahead`, block b's share of the next group is fetched a 32nd at a time (one or two
+  // cache lines beside each chunk): a pair's share at once, 9 or 10 lines, stalled decode on the
+  // core's full miss buffers (40 % of its samples on the prefetches, two threads).
+  SPITE_AVX512 unpacked_pair(const std::byte* blk, int j, const next_group_prefetch* ahead = nullptr, std::int64_t b = 0) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      if (ahead != nullptr) ahead->step(b, 8 * j + c, 32);
+      const __m512i v = _mm512_load_si512(blk + x16_quants + 512 * j + 64 * c);
+      lo[c] = _mm512_and_si512(v, m);
+      hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+    }
+  }
+  // One activation row's pair sum of each row: sum over both sub-blocks of scale x (q . x).
+  SPITE_AVX512 __m512i scaled_sum(const std::byte* blk, const gguf::block_q8_K& x, int j) const {
+    const std::int8_t* xs = x.qs + 64 * j;
+    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      a = _mm512_dpbusd_epi32(a, lo[c], _mm512_set1_epi32(load_u32(xs + 4 * c)));
+      b = _mm512_dpbusd_epi32(b, hi[c], _mm512_set1_epi32(load_u32(xs + 32 + 4 * c)));
+    }
+    const auto* sc = reinterpret_cast<const __m128i*>(blk + x16_scales + 32 * j);
+    return _mm512_add_epi32(_mm512_mullo_epi32(a, _mm512_cvtepu8_epi32(_mm_load_si128(sc))),
+                            _mm512_mullo_epi32(b, _mm512_cvtepu8_epi32(_mm_load_si128(sc + 1))));
+  }
+};
+
+// One activation row with the GEMV's float order: a super-block's sums collected as integers,
+// then one fma each for the quants and the mins.
+SPITE_AVX512 void gemv16(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* x, bool prefetch, float* y16) {
+  __m512 acc = _mm512_setzero_ps(), acc_min = _mm512_setzero_ps();
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * x16_block;
+  const next_group_prefetch ahead(group + group_bytes, group_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group + static_cast<std::size_t>(b) * x16_block;
+    const pair_sums ps(x[b]);
+    __m512i is = _mm512_setzero_si512(), ms = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {
+      const unpacked_pair p(blk, j, prefetch ? &ahead : nullptr, b);
+      is = _mm512_add_epi32(is, p.scaled_sum(blk, x[b], j));
+      ms = _mm512_add_epi32(ms, pair_min(blk, j, ps.of(j)));
+    }
+    const __m512 xd = _mm512_set1_ps(x[b].d);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(halves16(blk), xd), acc);
+    acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(halves16(blk + x16_dmin), xd), acc_min);
+  }
+  _mm512_storeu_ps(y16, _mm512_sub_ps(acc, acc_min));
+}
+
+// K activation rows from t0 with the GEMM's float order: a block's min terms first (one fma per
+// pair), then each pair's sums (one fma per pair), each pair's chunks unpacked once for the K rows.
+template <int K>
+SPITE_AVX512 void gemm16(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0, std::int64_t out,
+                         bool prefetch, float* y) {
+  __m512 acc[K], acc_min[K];
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) acc[k] = acc_min[k] = _mm512_setzero_ps();
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * x16_block;
+  const next_group_prefetch ahead(group + group_bytes, group_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group + static_cast<std::size_t>(b) * x16_block;
+    const gguf::block_q8_K* x[K];
+    __m512 ds[K];
+    const __m512 dw = halves16(blk), dmw = halves16(blk + x16_dmin);
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) {
+      x[k] = &xq[(t0 + k) * nb + b];
+      const __m512 xd = _mm512_set1_ps(x[k]->d);
+      ds[k] = _mm512_mul_ps(dw, xd);
+      const __m512 dm = _mm512_mul_ps(dmw, xd);
+      const pair_sums ps(*x[k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc_min[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair_min(blk, j, ps.of(j))), dm, acc_min[k]);
+    }
+    for (int j = 0; j < 4; ++j) {
+      const unpacked_pair p(blk, j, prefetch ? &ahead : nullptr, b);
+#pragma GCC unroll 4
+      for (int k = 0; k < K; ++k) acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p.scaled_sum(blk, *x[k], j)), ds[k], acc[k]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) _mm512_storeu_ps(y + (t0 + k) * out, _mm512_sub_ps(acc[k], acc_min[k]));
+}
+
+}  // namespace
+
+std::size_t pack_q4_K_x16(weight& w) {
+  if (avx512_q4_K_tiles() == nullptr || w.out % 16 != 0) return 0;
+  const std::int64_t nb = w.in / qkk, groups = w.out / 16;
+  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * x16_block;
+  auto buffer = make_aligned_bytes(bytes);  // zeroed
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < 16; ++r) {
+      const auto* row = reinterpret_cast<const gguf::block_q4_K*>(w.row(16 * g + r));
+      for (std::int64_t b = 0; b < nb; ++b) {
+        std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * x16_block;
+        const gguf::block_q4_K& blk = row[b];
+        std::memcpy(dst + 2 * r, &blk.d, 2);
+        std::memcpy(dst + x16_dmin + 2 * r, &blk.dmin, 2);
+        std::uint32_t sm[4];
+        scales_mins_k4(blk.scales, sm);
+        const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
+        auto* sc = reinterpret_cast<std::uint8_t*>(dst + x16_scales);
+        auto* mn = reinterpret_cast<std::uint8_t*>(dst + x16_mins);
+        for (int s = 0; s < 8; ++s) {
+          sc[16 * s + r] = s8[s];
+          mn[32 * (s / 2) + 2 * r + s % 2] = s8[8 + s];
+        }
+        for (int j = 0; j < 4; ++j) {
+          for (int c = 0; c < 8; ++c) std::memcpy(dst + x16_quants + 512 * j + 64 * c + 4 * r, blk.qs + 32 * j + 4 * c, 4);
+        }
+      }
+    }
+  }
+  w.packed = buffer.get();
+  w.packed_owner = std::move(buffer);
+  w.packed_rows = 16;
+  return bytes;
+}
+
+bool matmul_q4_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
+                     thread_pool& pool) {
+  if (avx512_q4_K_tiles() == nullptr) return false;
+  const std::int64_t nb = w.in / qkk;
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * x16_block;
+  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
+  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+    const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
+    float* yg = y + 16 * g;
+    // The next group is fetched during the first tile of each block of activation rows.
+    std::int64_t t = t0;
+    for (; t + 4 <= t1 && t + 4 <= ng; t += 4) gemm16<4>(group, nb, xq, t, w.out, t == t0, yg);
+    for (; t < t1; ++t) {
+      if (t < ng) {
+        gemm16<1>(group, nb, xq, t, w.out, t == t0, yg);
+      } else {
+        gemv16(group, nb, xq + t * nb, t == t0, yg + t * w.out);
+      }
+    }
+  });
+  return true;
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
