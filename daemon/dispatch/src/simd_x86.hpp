@@ -606,6 +606,21 @@ struct q4_K_tiles {
   q4_K_gemm_fn gemm4;
 };
 
+// A Q6_K row unpacked for batches (simd_x86_kquants.cpp unpack_q6_K_row): quants in element
+// order (0..63), int16 scales per 32-element group ([sc[2g] x 8 | sc[2g + 1] x 8], the int16
+// pairs of madd), each block's 16 scales again for the -32 offset, the block scales as floats.
+struct q6_K_row {
+  std::vector<std::uint8_t> q;    // element order, 0..63
+  std::vector<std::int16_t> scales;   // 16 per 32 elements: sc[2g] x 8, sc[2g+1] x 8
+  std::vector<std::int16_t> offsets;  // 16 per super-block: its scales, for the -32 term
+  std::vector<float> d;
+  explicit q6_K_row(std::int64_t in)
+      : q(static_cast<std::size_t>(in)),
+        scales(static_cast<std::size_t>(in / 32 * 16)),
+        offsets(static_cast<std::size_t>(in / qkk * 16)),
+        d(static_cast<std::size_t>(in / qkk)) {}
+};
+
 // ---- entry points of the files
 
 // simd_x86_avx512.cpp: the packed Q4_K tiles with AVX-512 VNNI; null without it, or when
@@ -620,6 +635,18 @@ struct q8_0_tiles {
   q8_0_tile_fn eight, four;
 };
 const q8_0_tiles* avx512_q8_0_tiles();
+// simd_x86_q6k_avx512.cpp: the Q6_K tiles of simd_x86_kquants.cpp with AVX-512 VNNI (null
+// without it, or after set_avx512(false)): on the stored blocks R rows x K activation rows
+// (fused41, fused11, fused14), on unpacked rows (dot24, dot11).
+using q6_K_fused_fn = void (*)(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                               std::int64_t out, float* y);
+using q6_K_dot_fn = void (*)(const q6_K_row* const* rows, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                             std::int64_t out, std::int64_t o, float* y);
+struct q6_K_tiles {
+  q6_K_fused_fn fused41, fused11, fused14;
+  q6_K_dot_fn dot24, dot11;
+};
+const q6_K_tiles* avx512_q6_K_tiles();
 // False after set_avx512(false): the AVX-512 kernels of every file stand aside.
 bool avx512_allowed();
 

@@ -328,18 +328,6 @@ void matmul_q4_K_unpacked(const weight& w, const std::vector<gguf::block_q8_K>& 
 // ---- Q6_K (reference: dot_row<q6_K> in ref_dot_kquants.cpp: 8 lanes, unsigned quants times
 // the 16-element scales, the -32 offset through the activation sums, one fma per super-block).
 
-struct q6_K_row {
-  std::vector<std::uint8_t> q;    // element order, 0..63
-  std::vector<std::int16_t> scales;   // 16 per 32 elements: sc[2g] x 8, sc[2g+1] x 8
-  std::vector<std::int16_t> offsets;  // 16 per super-block: its scales, for the -32 term
-  std::vector<float> d;
-  explicit q6_K_row(std::int64_t in)
-      : q(static_cast<std::size_t>(in)),
-        scales(static_cast<std::size_t>(in / 32 * 16)),
-        offsets(static_cast<std::size_t>(in / qkk * 16)),
-        d(static_cast<std::size_t>(in / qkk)) {}
-};
-
 SPITE_AVX2 void unpack_q6_K_row(const gguf::block_q6_K* w, std::int64_t nb, q6_K_row& r) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
   std::uint8_t* q = r.q.data();
@@ -484,20 +472,26 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   std::vector<gguf::block_q8_K> xq;
   quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   const std::int64_t out = w.out;
+  const q6_K_tiles avx2{q6_K_fused<4, 1>, q6_K_fused<1, 1>, q6_K_fused<1, 4>, q6_K_dot<2, 4>, q6_K_dot<1, 1>};
+  const q6_K_tiles* vnni = avx512_q6_K_tiles();
+  const q6_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
   if (n_tokens < 4) {
-    const auto rows = [&]<int R>(std::int64_t o) {
-      for (std::int64_t t = 0; t < n_tokens; ++t) q6_K_fused<R, 1>(w, o, xq.data(), nb, t, out, y);
-    };
-    by_row_groups(out, pool, [&](std::int64_t o) { rows.template operator()<4>(o); },
-                  [&](std::int64_t o) { rows.template operator()<1>(o); });
+    by_row_groups(
+        out, pool,
+        [&](std::int64_t o) {
+          for (std::int64_t t = 0; t < n_tokens; ++t) tiles.fused41(w, o, xq.data(), nb, t, out, y);
+        },
+        [&](std::int64_t o) {
+          for (std::int64_t t = 0; t < n_tokens; ++t) tiles.fused11(w, o, xq.data(), nb, t, out, y);
+        });
     return;
   }
   if (n_tokens < 16) {
     pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end, int) {
       for (std::int64_t o = begin; o < end; ++o) {
         by_token_tiles(
-            n_tokens, [&](std::int64_t t) { q6_K_fused<1, 4>(w, o, xq.data(), nb, t, out, y); },
-            [&](std::int64_t t) { q6_K_fused<1, 1>(w, o, xq.data(), nb, t, out, y); });
+            n_tokens, [&](std::int64_t t) { tiles.fused14(w, o, xq.data(), nb, t, out, y); },
+            [&](std::int64_t t) { tiles.fused11(w, o, xq.data(), nb, t, out, y); });
       }
     });
     return;
@@ -505,10 +499,10 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   by_unpacked_row_pairs<q6_K_row>(
       w.in, out, n_tokens, token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K)), pool,
       [&](std::int64_t o, q6_K_row& r) { unpack_q6_K_row(reinterpret_cast<const gguf::block_q6_K*>(w.row(o)), nb, r); },
-      [&](const q6_K_row* const* rows, std::int64_t o, std::int64_t t) { q6_K_dot<2, 4>(rows, xq.data(), nb, t, out, o, y); },
+      [&](const q6_K_row* const* rows, std::int64_t o, std::int64_t t) { tiles.dot24(rows, xq.data(), nb, t, out, o, y); },
       [&](const q6_K_row& row, std::int64_t o, std::int64_t t) {
         const q6_K_row* one = &row;
-        q6_K_dot<1, 1>(&one, xq.data(), nb, t, out, o, y);
+        tiles.dot11(&one, xq.data(), nb, t, out, o, y);
       });
 }
 
