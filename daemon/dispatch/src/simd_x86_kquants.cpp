@@ -290,11 +290,8 @@ void matmul_q4_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   const std::int64_t ng = gemm_rows(n_tokens);
   if (w.packed != nullptr && w.packed_rows == 16) {
     if (matmul_q4_K_x16(w, xq.data(), n_tokens, ng, y, pool)) return;
-    // The AVX-512 kernels stand aside: the file's layout, which `data` still holds.
-    weight file = w;
-    file.packed = nullptr;
-    file.packed_rows = 0;
-    return matmul_q4_K_unpacked(file, xq, n_tokens, ng, y, pool);
+    // The AVX-512 kernels stand aside: the unpacked kernels read the file's layout (`data`).
+    return matmul_q4_K_unpacked(w, xq, n_tokens, ng, y, pool);
   }
   if (w.packed != nullptr) return matmul_q4_K_packed(w, xq.data(), n_tokens, ng, y, pool);
   matmul_q4_K_unpacked(w, xq, n_tokens, ng, y, pool);
