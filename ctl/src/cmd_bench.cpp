@@ -3,7 +3,7 @@
 // of one matmul kernel on a random matrix of a given type and shape.
 //
 //   spitectl bench --model M [-p 512] [-n 128] [-t THREADS] [-r REPS] [--parallel B] [--no-flash-attn] [--json]
-//   spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--json]
+//   spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--cold] [--json]
 //   spitectl bench --ceilings [--json]
 #include <algorithm>
 #include <chrono>
@@ -82,7 +82,9 @@ void print_matmul_report(const json& r) {
               static_cast<long long>(r.value("out", 0LL)), static_cast<long long>(r.value("in", 0LL)),
               human_bytes(r.value("weight_bytes", 0ULL)).c_str(), r.value("packed_bytes", 0ULL) > 0 ? ", repacked" : "",
               static_cast<long long>(r.value("tokens", 0LL)), r.value("tokens", 0LL) == 1 ? "" : "s");
-  std::printf("threads    : %d, repetitions %d\n", r.value("threads", 0), r.value("reps", 0));
+  std::printf("threads    : %d, repetitions %d", r.value("threads", 0), r.value("reps", 0));
+  if (r.value("copies", 1) > 1) std::printf(", over %d copies of the matrix (from memory)", r.value("copies", 1));
+  std::printf("\n");
   if (r.value("bandwidth_gb_per_s", 0.0) > 0) print_machine(r);
   std::printf("time       : %.3f ms median (min %.3f, max %.3f)\n", ms.value("median", 0.0), ms.value("min", 0.0),
               ms.value("max", 0.0));
@@ -134,6 +136,7 @@ int run_matmul_bench(const args& a) {
   }
   o.tokens = parse_int(a, "--tokens", 1, 1, 65536, ok);
   o.repack = !a.has("--no-repack");
+  o.cold = a.has("--cold");
   parse_run_options(a, 10, ok, o);
   if (!ok) return exit_usage;
   auto r = bench::run_matmul_bench(o);
@@ -187,6 +190,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("--matmul", "TYPE:IN:OUT", "instead of a model: one weight matrix of this type and shape, random values")
       .option("--tokens", "N", "with --matmul: activation rows per product (default 1, a decode step)")
       .flag("--no-repack", "with --matmul: the file's layout, not the load-time packed one")
+      .flag("--cold", "with --matmul: each product on the next of copies that exceed the caches (weights from memory)")
       .flag("--ceilings", "instead of a model: how fast this core runs each kernel family's instruction sequence")
       .option("--kernels", "DIRS", "kernel plug-in directories (in this process)")
       .flag("--reference-kernels", "use only the built-in kernels (in this process)")
@@ -201,7 +205,7 @@ int run_bench(const std::vector<std::string>& argv) {
     else if (!a.has("--help")) std::fprintf(stderr, "spitectl bench: --model, --matmul or --ceilings is required\n");
     std::fprintf(a.has("--help") ? stdout : stderr,
                  "usage: spitectl bench --model M [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--parallel B] [--json]\n"
-                 "       spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--json]\n"
+                 "       spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--cold] [--json]\n"
                  "       spitectl bench --ceilings [--json]\n%s",
                  a.help().c_str());
     return a.has("--help") && parsed ? exit_ok : exit_usage;

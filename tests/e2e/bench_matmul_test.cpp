@@ -66,6 +66,29 @@ TEST_CASE("bench --matmul times one kernel of any type and reports its GFLOP/s a
   CHECK(text.out.find("GFLOP/s") != std::string::npos);
 }
 
+TEST_CASE("bench --matmul --cold rotates over copies of the matrix that together exceed the caches") {
+  const auto r = run_process({SPITECTL_PATH, "bench", "--matmul", "Q4_0:4096:1024", "--cold", "-t", "1", "-r", "3", "--no-probes", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  const auto bytes = j.at("weight_bytes").get<std::uint64_t>();
+  CHECK(bytes == 4096 / 32 * 18 * 1024);  // one copy's bytes, as without --cold
+  const auto copies = j.at("copies").get<std::uint64_t>();
+  CHECK(copies * bytes >= std::uint64_t{512} << 20);
+  CHECK((copies - 1) * bytes < std::uint64_t{512} << 20);
+  CHECK(j.at("ms").at("median").get<double>() > 0);
+  const auto warm = run_process({SPITECTL_PATH, "bench", "--matmul", "Q4_0:4096:1024", "-t", "1", "-r", "1", "--no-probes", "--json"});
+  REQUIRE(warm.exit_code == 0);
+  CHECK(json::parse(warm.out).at("copies") == 1);
+  const auto text = run_process({SPITECTL_PATH, "bench", "--matmul", "Q8_0:256:64", "--cold", "-r", "1", "--no-probes"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("copies of the matrix (from memory)") != std::string::npos);
+  // Two copies of 4.7 GB exceed the 8 GiB bound: refused before anything is allocated.
+  const auto huge = run_process({SPITECTL_PATH, "bench", "--matmul", "F32:1048576:1200", "--cold", "--no-probes"});
+  CHECK(huge.exit_code == 2);
+  CHECK(huge.err.find("two copies of this matrix exceed 8 GiB") != std::string::npos);
+}
+
 TEST_CASE("bench --matmul refuses a bad spec or a shape its type cannot hold, with the reason") {
   const auto refused = [](const std::string& spec, const std::string& says) {
     INFO(spec);

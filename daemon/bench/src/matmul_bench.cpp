@@ -73,14 +73,32 @@ result<matmul_report> run_matmul_bench(const matmul_options& o) {
   r.reps = o.reps;
   r.weight_bytes = weight_bytes;
 
-  std::vector<std::byte> data = random_weights(o.type, o.in, o.out, static_cast<std::size_t>(*row_bytes));
-  dispatch::weight w;
-  w.data = data.data();
-  w.type = o.type;
-  w.in = o.in;
-  w.out = o.out;
-  w.row_bytes = static_cast<std::size_t>(*row_bytes);
-  if (o.repack) r.packed_bytes = dispatch::pack_for_cpu(w, false);  // `data` is heap memory, not a file's pages
+  // With `cold`, enough copies that one pass over them all leaves none in any cache (512 MiB or
+  // more; the largest last-level caches of today's desktop and server parts are 96-384 MiB per
+  // chip, a pass of 512 MiB evicts a socket's share of them).
+  const std::uint64_t cold_set = std::uint64_t{512} << 20;
+  const std::uint64_t copies = o.cold ? std::max<std::uint64_t>(2, (cold_set + weight_bytes - 1) / weight_bytes) : 1;
+  if (copies * weight_bytes > max_weight_bytes) {
+    return make_error(errc::invalid_argument, "bench --matmul --cold: two copies of this matrix exceed 8 GiB");
+  }
+  r.copies = static_cast<int>(copies);
+
+  const std::vector<std::byte> one = random_weights(o.type, o.in, o.out, static_cast<std::size_t>(*row_bytes));
+  std::vector<std::byte> data(one.size() * copies);
+  std::vector<dispatch::weight> ws(copies);
+  for (std::uint64_t c = 0; c < copies; ++c) {
+    std::byte* dst = data.data() + c * one.size();
+    std::memcpy(dst, one.data(), one.size());
+    dispatch::weight& w = ws[c];
+    w.data = dst;
+    w.type = o.type;
+    w.in = o.in;
+    w.out = o.out;
+    w.row_bytes = static_cast<std::size_t>(*row_bytes);
+    // `data` is heap memory, not a file's pages: keep it.
+    const std::size_t packed = o.repack ? dispatch::pack_for_cpu(w, false) : 0;
+    if (c == 0) r.packed_bytes = packed;
+  }
 
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -91,9 +109,10 @@ result<matmul_report> run_matmul_bench(const matmul_options& o) {
   thread_pool pool(o.threads);
   r.threads = pool.size();
   const auto& matmul = o.ops ? o.ops->matmul : dispatch::cpu_reference_ops().matmul;
-  matmul(w, x.data(), o.tokens, y.data(), pool);  // warm-up: first-touch pages, lazy tables
+  for (const auto& w : ws) matmul(w, x.data(), o.tokens, y.data(), pool);  // warm-up: first-touch pages, lazy tables
   std::vector<double> ms;
   for (int i = 0; i < o.reps; ++i) {
+    const auto& w = ws[static_cast<std::size_t>(i) % ws.size()];
     const auto t0 = std::chrono::steady_clock::now();
     matmul(w, x.data(), o.tokens, y.data(), pool);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -124,6 +143,7 @@ nlohmann::json matmul_report::to_json() const {
           {"reps", reps},
           {"weight_bytes", weight_bytes},
           {"packed_bytes", packed_bytes},
+          {"copies", copies},
           {"ms", ms.to_json()},
           {"gflop_per_s", gflops},
           {"weight_gb_per_s", weight_gbs},

@@ -96,6 +96,9 @@ struct matmul_options {
   int reps = 10;
   bool repack = true;                  // the load-time packed layout, where the type has one
   bool probes = true;
+  // Each product on the next of several copies of the matrix that together exceed the caches:
+  // weights read from memory, as a model's decode step reads them, not from the last-level cache.
+  bool cold = false;
   std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in kernels
 };
 
@@ -104,6 +107,7 @@ struct matmul_report {
   std::int64_t in = 0, out = 0, tokens = 0;
   int threads = 0, reps = 0;
   std::uint64_t weight_bytes = 0, packed_bytes = 0;
+  int copies = 1;  // matrices the products rotate over (more than one with `cold`)
   spread ms;                                // per product
   double gflops = 0, weight_gbs = 0;        // from the median: 2 in out tokens / s, weight bytes / s
   double bandwidth_gbs = 0, peak_gflops = 0, peak_int8_gops = 0;
