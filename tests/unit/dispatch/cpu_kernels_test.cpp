@@ -123,7 +123,10 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
     INFO("AVX-512 variants " << (avx512 ? "allowed" : "off"));
     for (const int threads : {1, 3}) {
       spite::thread_pool pool(threads);
-      for (const std::int64_t in : {block, 3 * block}) {
+      // 5 blocks of 32: past the 4-block spans of packed Q8_0, with blocks left over.
+      const std::vector<std::int64_t> ins = block == 32 ? std::vector<std::int64_t>{block, 3 * block, 5 * block}
+                                                        : std::vector<std::int64_t>{block, 3 * block};
+      for (const std::int64_t in : ins) {
         // 48: the 16-row groups of the AVX-512 layouts (Q4_K).
         for (const std::int64_t out : {8, 13, 24, 40, 48}) {
           const quantized_matrix m = random_matrix(type, in, out, rng);
