@@ -627,6 +627,24 @@ struct q6_K_row {
         d(static_cast<std::size_t>(in / qkk)) {}
 };
 
+// Where a Q6_K matrix's blocks are: the file's rows, or, once pack_q6_K has run (where the
+// AVX-512 VNNI kernels run), groups of 4 rows with each block's 4 rows side by side, so that the
+// 4-row decode tile reads one stream instead of four. Row o's block b: first(o)[b * step].
+struct q6_K_blocks {
+  const std::byte* base;
+  std::size_t row_bytes;
+  bool interleaved;
+  explicit q6_K_blocks(const weight& w)
+      : base(w.packed != nullptr ? w.packed : w.data), row_bytes(w.row_bytes), interleaved(w.packed != nullptr) {}
+  const gguf::block_q6_K* first(std::int64_t o) const {
+    const std::byte* p = interleaved ? base + static_cast<std::size_t>(o / 4) * 4 * row_bytes +
+                                           static_cast<std::size_t>(o % 4) * sizeof(gguf::block_q6_K)
+                                     : base + static_cast<std::size_t>(o) * row_bytes;
+    return reinterpret_cast<const gguf::block_q6_K*>(p);
+  }
+  std::int64_t step() const { return interleaved ? 4 : 1; }
+};
+
 // ---- entry points of the files
 
 // simd_x86_avx512.cpp: the packed Q4_K tiles with AVX-512 VNNI; null without it, or when
@@ -700,6 +718,9 @@ void matmul_q4_1_packed(const weight& w, const float* x, std::int64_t n_tokens, 
 // one vector), against Q8_K activations.
 std::size_t pack_q5_K(weight& w);
 void matmul_q5_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
+
+// simd_x86_q6k_avx512.cpp: Q6_K in 4-row groups (q6_K_blocks) where the AVX-512 VNNI kernels run.
+std::size_t pack_q6_K(weight& w);
 
 // simd_x86_q8_0_packed.cpp: Q8_0 packed by pack_q8_0 (8-row groups of quants + 128 for
 // VPDPBUSD) where the AVX-512 VNNI kernels run.

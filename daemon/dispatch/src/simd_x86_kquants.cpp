@@ -325,10 +325,12 @@ void matmul_q4_K_unpacked(const weight& w, const std::vector<gguf::block_q8_K>& 
 // ---- Q6_K (reference: dot_row<q6_K> in ref_dot_kquants.cpp: 8 lanes, unsigned quants times
 // the 16-element scales, the -32 offset through the activation sums, one fma per super-block).
 
-SPITE_AVX2 void unpack_q6_K_row(const gguf::block_q6_K* w, std::int64_t nb, q6_K_row& r) {
+// Row blocks w[0], w[step], w[2 step], ... (q6_K_blocks).
+SPITE_AVX2 void unpack_q6_K_row(const gguf::block_q6_K* first, std::int64_t step, std::int64_t nb, q6_K_row& r) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
   std::uint8_t* q = r.q.data();
   for (std::int64_t b = 0; b < nb; ++b) {
+    const gguf::block_q6_K* w = first + b * (step - 1);  // so that w[b] is block b of the row
     const std::int8_t* sc = w[b].scales;
     r.d[static_cast<std::size_t>(b)] = _cvtsh_ss(w[b].d);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.offsets.data() + 16 * b),
@@ -403,18 +405,20 @@ template <int R, int K>
 SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
                            std::int64_t out, float* y) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+  const q6_K_blocks blocks(w);
+  const std::int64_t step = blocks.step();
   const gguf::block_q6_K* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_q6_K*>(w.row(o + r));
+  for (int r = 0; r < R; ++r) rows[r] = blocks.first(o + r);
   __m256 acc[R][K];
   for (auto& row : acc) {
     for (auto& a : row) a = _mm256_setzero_ps();
   }
-  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
+  const next_group_prefetch ahead(reinterpret_cast<const std::byte*>(blocks.first(o + R)), R * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (t0 == 0) ahead.step(b);
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const gguf::block_q6_K& blk = rows[r][b];
+      const gguf::block_q6_K& blk = rows[r][b * step];
       const std::int8_t* sc = blk.scales;
       __m256i lanes[K];
       #pragma GCC unroll 8
@@ -495,7 +499,7 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   }
   by_unpacked_row_pairs<q6_K_row>(
       w.in, out, n_tokens, token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K)), pool,
-      [&](std::int64_t o, q6_K_row& r) { unpack_q6_K_row(reinterpret_cast<const gguf::block_q6_K*>(w.row(o)), nb, r); },
+      [&](std::int64_t o, q6_K_row& r) { unpack_q6_K_row(q6_K_blocks(w).first(o), q6_K_blocks(w).step(), nb, r); },
       [&](const q6_K_row* const* rows, std::int64_t o, std::int64_t t) { tiles.dot24(rows, xq.data(), nb, t, out, o, y); },
       [&](const q6_K_row& row, std::int64_t o, std::int64_t t) {
         const q6_K_row* one = &row;

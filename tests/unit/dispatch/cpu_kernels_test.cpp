@@ -236,11 +236,11 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(cpu::pack_weight(odd.w) == 0);
   CHECK(odd.w.packed == nullptr);
   CHECK(eight.w.packed_rows == 8);
-  quantized_matrix q6 = random_matrix(tensor_type::q6_K, 256, 16, rng);
-  CHECK(cpu::pack_weight(q6.w) == 0);
+  quantized_matrix q3 = random_matrix(tensor_type::q3_K, 256, 16, rng);  // a type without a packed layout
+  CHECK(cpu::pack_weight(q3.w) == 0);
 }
 
-TEST_CASE("Q8_0 and 16-row Q4_K layouts are made only where the AVX-512 kernels run") {
+TEST_CASE("Q8_0, 16-row Q4_K and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -256,17 +256,25 @@ TEST_CASE("Q8_0 and 16-row Q4_K layouts are made only where the AVX-512 kernels 
     quantized_matrix k24 = random_matrix(tensor_type::q4_K, 256, 24, rng);  // not a multiple of 16
     CHECK(cpu::pack_weight(k24.w) > 0);
     CHECK(k24.w.packed_rows == 8);
+    quantized_matrix q6 = random_matrix(tensor_type::q6_K, 256, 16, rng);
+    CHECK((cpu::pack_weight(q6.w) > 0) == vnni);
+    CHECK(q6.w.packed_rows == (vnni ? 4 : 0));
+    if (vnni) {
+      // Row 5's block 0 sits second in the second group's first 4 blocks: one stream per 4 rows.
+      CHECK(std::memcmp(q6.w.packed + 4 * q6.w.row_bytes + sizeof(spite::gguf::block_q6_K), q6.w.row(5),
+                        sizeof(spite::gguf::block_q6_K)) == 0);
+    }
   }
   cpu::set_avx512(true);
 }
 
 TEST_CASE("matrices without a packed layout move into huge pages once from 2 MiB up with their bytes") {
   std::mt19937 rng(5);
-  // Q6_K has no packed layout on any processor.
-  quantized_matrix small = random_matrix(tensor_type::q6_K, 1024, 480, rng);  // 394 KiB
+  // Q3_K has no packed layout on any processor.
+  quantized_matrix small = random_matrix(tensor_type::q3_K, 1024, 480, rng);  // 206 KiB
   CHECK(spite::dispatch::pack_for_cpu(small.w, false) == 0);
   CHECK(small.w.data == small.bytes.data());
-  quantized_matrix big = random_matrix(tensor_type::q6_K, 4096, 640, rng);  // 2.1 MiB
+  quantized_matrix big = random_matrix(tensor_type::q3_K, 4096, 1280, rng);  // 2.1 MiB
   const std::size_t moved = spite::dispatch::pack_for_cpu(big.w, false);
   if (moved == 0) {
     WARN("transparent huge pages are off on this system: nothing moves");
