@@ -182,8 +182,8 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
       for (std::int64_t t = t0; t < t1; ++t) row_avx2(group, nb, xb, t, yg + t * w.out);
       return;
     }
-    // Batches fetch the next group during the first tile of each block of activation rows
-    // (without it prefill of 512 tokens ran 6-9 % slower). Decode does not: the group is one
+    // Batches fetch the next group during the first tile of each block of activation rows.
+    // Decode does not: the group is one
     // stream, which the hardware prefetchers follow, and prefetching the next group as well cost
     // up to a fifth of the bandwidth here (Q8_0:2048:2048 from memory, alternated in one process
     // with a plain read of the same bytes: 85-92 % of it without, 70-93 % with, one thread;
