@@ -273,15 +273,17 @@ SPITE_AVX2 inline void store_lane_rows(const __m256* acc, const float* mins, flo
   }
 }
 
-// Decode streams each weight once. A group of rows is a contiguous region and the next group
-// follows it, so while one group is multiplied the next one is prefetched at the same pace:
-// rows of a few KiB are too short for the hardware prefetchers to ramp up on by themselves.
 // Software prefetches as volatile asm, not _mm_prefetch: GCC 12 deletes a loop of
 // __builtin_prefetch calls when it sees no other effect in it (a prefetch loop behind a runtime
 // condition vanished from every tile that inlined it, at -O2 and -O3), and a deleted prefetch
 // fails no test: decode just streams 30-50 % slower.
 inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p))); }
 
+// Decode streams each weight once. A group of rows is a contiguous region and the next group
+// follows it, so while one group is multiplied the next one is prefetched at the same pace:
+// rows of a few KiB are too short for the hardware prefetchers to ramp up on by themselves.
+// Layouts whose group is a single stream (packed Q8_0, 16-row Q4_K, Q6_K in 4-row groups) decode
+// without it: there the hardware prefetchers do better alone (docs/performance.md).
 struct next_group_prefetch {
   const char* next;
   std::size_t per_block;  // bytes of the next group to touch per block step

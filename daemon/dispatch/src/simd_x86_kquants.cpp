@@ -414,8 +414,9 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
     for (auto& a : row) a = _mm256_setzero_ps();
   }
   const next_group_prefetch ahead(reinterpret_cast<const std::byte*>(blocks.first(o + R)), R * w.row_bytes, nb);
+  const bool prefetch = t0 == 0 && !blocks.interleaved;  // as the AVX-512 tile (simd_x86_q6k_avx512.cpp)
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (t0 == 0) ahead.step(b);
+    if (prefetch) ahead.step(b);
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const gguf::block_q6_K& blk = rows[r][b * step];
@@ -497,9 +498,10 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
     });
     return;
   }
+  const q6_K_blocks blocks(w);
   by_unpacked_row_pairs<q6_K_row>(
       w.in, out, n_tokens, token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K)), pool,
-      [&](std::int64_t o, q6_K_row& r) { unpack_q6_K_row(q6_K_blocks(w).first(o), q6_K_blocks(w).step(), nb, r); },
+      [&](std::int64_t o, q6_K_row& r) { unpack_q6_K_row(blocks.first(o), blocks.step(), nb, r); },
       [&](const q6_K_row* const* rows, std::int64_t o, std::int64_t t) { tiles.dot24(rows, xq.data(), nb, t, out, o, y); },
       [&](const q6_K_row& row, std::int64_t o, std::int64_t t) {
         const q6_K_row* one = &row;

@@ -183,11 +183,10 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
       return;
     }
     // Batches fetch the next group during the first tile of each block of activation rows.
-    // Decode does not: the group is one
-    // stream, which the hardware prefetchers follow, and prefetching the next group as well cost
-    // up to a fifth of the bandwidth here (Q8_0:2048:2048 from memory, alternated in one process
-    // with a plain read of the same bytes: 85-92 % of it without, 70-93 % with, one thread;
-    // 86-103 % and 68-91 % with two).
+    // Decode does not: the group is one stream, which the hardware prefetchers follow, and
+    // prefetching the next group as well cost up to a fifth of the bandwidth here (Q8_0:2048:2048
+    // from memory, alternated in one process with a plain read of the same bytes: 85-92 % of it
+    // without, 70-93 % with, one thread; 86-103 % and 68-91 % with two).
     const bool batch = t1 - t0 > 1;
     std::int64_t t = t0;
     for (; t + 4 <= t1; t += 4) tile<4>(group, nb, xb, corr.data(), t, w.out, batch && t == t0, yg);
