@@ -16,7 +16,8 @@ set(_fixtures
   "wrong_result|FIXTURE_WRONG_RESULT"
   "init_fails|FIXTURE_INIT_FAILS"
   "garbage_probe|FIXTURE_PROBE_SCORE=2147483647"
-  "run_fails|FIXTURE_RUN_FAILS")
+  "run_fails|FIXTURE_RUN_FAILS"
+  "matmul_f32|FIXTURE_ID=\"generic/generic/x86_64\"|FIXTURE_MATMUL_F32")
 foreach(_f IN LISTS _fixtures)
   string(REPLACE "|" ";" _parts "${_f}")
   list(POP_FRONT _parts _name)

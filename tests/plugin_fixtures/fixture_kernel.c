@@ -7,6 +7,7 @@
  *   FIXTURE_INIT_FAILS  init() refuses
  *   FIXTURE_PROBE_SCORE what probe() returns (default 50; garbage such as 2147483647 too)
  *   FIXTURE_RUN_FAILS   run() reports an error after the self-test passed
+ *   FIXTURE_MATMUL_F32  also serves matmul of F32 weights (double sums)
  */
 #include <math.h>
 #include <stdio.h>
@@ -82,13 +83,37 @@ static spite_status fixture_rms_norm(const void* args, void* workspace, void* st
   return SPITE_OK;
 }
 
+#ifdef FIXTURE_MATMUL_F32
+static spite_status fixture_matmul(const void* args, void* workspace, void* stream) {
+  const spite_matmul_args* a = (const spite_matmul_args*)args;
+  (void)workspace;
+  (void)stream;
+  if (a == NULL || a->struct_size < sizeof(spite_matmul_args) || a->weight_dtype != SPITE_DTYPE_F32) return SPITE_ERR_INVALID;
+  for (int64_t t = 0; t < a->rows; ++t) {
+    for (int64_t o = 0; o < a->out; ++o) {
+      const float* w = (const float*)((const char*)a->weight + (size_t)o * a->row_bytes);
+      double sum = 0;
+      for (int64_t i = 0; i < a->in; ++i) sum += (double)w[i] * a->x[t * a->in + i];
+      a->y[t * a->out + o] = (float)sum;
+    }
+  }
+  return SPITE_OK;
+}
+
+static const spite_dtype fixture_matmul_types[] = {SPITE_DTYPE_F32};
+#endif
+
 static const spite_kernel fixture_kernels[] = {
     {sizeof(spite_kernel), SPITE_OP_RMS_NORM, FIXTURE_NAME, NULL, 0, fixture_probe, NULL, fixture_rms_norm},
+#ifdef FIXTURE_MATMUL_F32
+    {sizeof(spite_kernel), SPITE_OP_MATMUL, "matmul_fixture", fixture_matmul_types, 1, fixture_probe, NULL, fixture_matmul},
+#endif
 };
 
 static const spite_kernel_library fixture_library = {
     sizeof(spite_kernel_library), FIXTURE_ABI_MAJOR, SPITE_KERNEL_ABI_MINOR, FIXTURE_ID, SPITE_DEVICE_CPU,
-    "test fixture (frozen v1 header)", fixture_init, fixture_shutdown, fixture_kernels, 1,
+    "test fixture (frozen v1 header)", fixture_init, fixture_shutdown, fixture_kernels,
+    sizeof fixture_kernels / sizeof fixture_kernels[0],
 };
 
 #ifndef FIXTURE_NO_ENTRY

@@ -8,6 +8,9 @@ namespace spite::dispatch::cpu {
 void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 // The dequantize-and-dot reference for every type (matmul takes an exact or SIMD one first).
 void generic_matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+// op_table::matmul_parts: each run of parts placed together (packed_together) as one matrix.
+void matmul_parts(std::span<const weight* const> parts, const float* x, std::int64_t n_tokens, float* const* ys,
+                  thread_pool& pool);
 void rms_norm(const float* x, const float* w, float* y, std::int64_t n, std::int64_t rows, float eps);
 void attention(const attention_args& args, thread_pool& pool);
 // Online-softmax attention (args.flash), as the reference's flash attention computes it.

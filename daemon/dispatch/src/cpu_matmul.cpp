@@ -2,6 +2,7 @@
 // all activation rows. Activations are first converted the way the reference engine's dot
 // product for that weight type sees them (rounded to f16 / bf16, or quantized to 8-bit blocks),
 // so results agree with it to float rounding whatever the weight type.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -138,6 +139,36 @@ void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, th
     return;
   }
   generic_matmul(w, x, n_tokens, y, pool);
+}
+
+void matmul_parts(std::span<const weight* const> parts, const float* x, std::int64_t n_tokens, float* const* ys,
+                  thread_pool& pool) {
+  for (std::size_t i = 0; i < parts.size();) {
+    std::size_t j = i + 1;
+    std::int64_t rows = parts[i]->out;
+    while (j < parts.size() && packed_together(*parts[j - 1], *parts[j])) rows += parts[j++]->out;
+    if (j - i == 1) {
+      matmul(*parts[i], x, n_tokens, ys[i], pool);
+      i = j;
+      continue;
+    }
+    // The run as one matrix: its packed layout is the stacked rows'. No part's file layout
+    // covers them all, so `data` is left null (the packed kernels read only `packed`).
+    weight run = *parts[i];
+    run.data = nullptr;
+    run.out = rows;
+    run.packed_size = 0;
+    for (std::size_t k = i; k < j; ++k) run.packed_size += parts[k]->packed_size;
+    std::vector<float> y(static_cast<std::size_t>(rows * n_tokens));
+    matmul(run, x, n_tokens, y.data(), pool);
+    std::int64_t at = 0;
+    for (std::size_t k = i; k < j; ++k) {
+      const std::int64_t out = parts[k]->out;
+      for (std::int64_t t = 0; t < n_tokens; ++t) std::copy_n(y.data() + t * rows + at, out, ys[k] + t * out);
+      at += out;
+    }
+    i = j;
+  }
 }
 
 void generic_matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {

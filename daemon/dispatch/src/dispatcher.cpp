@@ -82,8 +82,45 @@ std::size_t pack_for_cpu(weight& w, bool release_source) {
   return bytes;
 }
 
+bool packed_together(const weight& a, const weight& b) noexcept {
+  return a.packed != nullptr && b.packed != nullptr && a.packed + a.packed_size == b.packed && a.type == b.type &&
+         a.in == b.in && a.row_bytes == b.row_bytes && a.packed_rows == b.packed_rows && a.packed_rows > 0 &&
+         a.out % a.packed_rows == 0 && b.out % b.packed_rows == 0;
+}
+
+std::size_t place_packed_together(std::span<weight* const> parts) {
+  // Same layout, whole groups: the concatenated buffer is then the layout of the stacked rows.
+  const auto joins = [](const weight& a, const weight& b) {
+    return a.packed != nullptr && b.packed != nullptr && a.packed_size > 0 && b.packed_size > 0 && a.type == b.type &&
+           a.in == b.in && a.row_bytes == b.row_bytes && a.packed_rows == b.packed_rows && a.packed_rows > 0 &&
+           a.out % a.packed_rows == 0 && b.out % b.packed_rows == 0;
+  };
+  std::size_t placed = 0;
+  for (std::size_t i = 0; i < parts.size();) {
+    std::size_t j = i + 1;
+    while (j < parts.size() && joins(*parts[j - 1], *parts[j])) ++j;
+    if (j - i >= 2) {
+      std::size_t total = 0;
+      for (std::size_t k = i; k < j; ++k) total += parts[k]->packed_size;
+      std::shared_ptr<const std::byte[]> buffer = cpu::make_aligned_bytes(total);
+      auto* dst = const_cast<std::byte*>(buffer.get());
+      for (std::size_t k = i; k < j; ++k) {
+        weight& w = *parts[k];
+        std::memcpy(dst, w.packed, w.packed_size);
+        w.packed = dst;
+        w.packed_owner = buffer;  // the part's own buffer goes
+        dst += w.packed_size;
+      }
+      placed += j - i - 1;
+    }
+    i = j;
+  }
+  return placed;
+}
+
 const op_table& cpu_reference_ops() {
-  static const op_table table{cpu::matmul, cpu::rms_norm, cpu::attention, cpu::rope, cpu::swiglu, cpu::geglu, cpu::swiglu_oai};
+  static const op_table table{cpu::matmul, cpu::rms_norm,   cpu::attention, cpu::rope,
+                              cpu::swiglu, cpu::geglu,      cpu::swiglu_oai, cpu::matmul_parts};
   return table;
 }
 
@@ -298,6 +335,15 @@ void report_failure(const dispatch_choice& c, spite_status status) {
   log::warn("kernel ", c.source, "/", c.kernel_name, " returned status ", status, "; using the built-in reference");
 }
 
+spite_op_signature matmul_signature(const dispatch_target& target, const weight& w, std::int64_t n_tokens) {
+  spite_op_signature sig = make_signature(SPITE_OP_MATMUL, target);
+  sig.weight_dtype = static_cast<spite_dtype>(w.type);
+  sig.rows = n_tokens;
+  sig.in = w.in;
+  sig.out = w.out;
+  return sig;
+}
+
 }  // namespace
 
 std::shared_ptr<const op_table> dispatcher::ops(const op_table& fallback) {
@@ -334,11 +380,7 @@ std::shared_ptr<const op_table> dispatcher::ops(const op_table& fallback) {
   };
 
   t->matmul = [self, base](const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-    spite_op_signature sig = make_signature(SPITE_OP_MATMUL, self->target_);
-    sig.weight_dtype = static_cast<spite_dtype>(w.type);
-    sig.rows = n_tokens;
-    sig.in = w.in;
-    sig.out = w.out;
+    const spite_op_signature sig = matmul_signature(self->target_, w, n_tokens);
     const dispatch_choice& c = self->resolve(sig);
     if (c.kernel != nullptr && c.library->runnable()) {
       // A CPU kernel runs on one thread; the host splits the output rows over its pool, each
@@ -375,6 +417,23 @@ std::shared_ptr<const op_table> dispatcher::ops(const op_table& fallback) {
       report_failure(c, status);
     }
     base.matmul(w, x, n_tokens, y, pool);
+  };
+
+  // The built-in kernels run parts placed together as one matrix; a part a plug-in kernel takes
+  // goes to it alone, with the rest one by one.
+  t->matmul_parts = [self, base, matmul = t->matmul](std::span<const weight* const> parts, const float* x, std::int64_t n_tokens,
+                                                     float* const* ys, thread_pool& pool) {
+    bool built_in = static_cast<bool>(base.matmul_parts);
+    for (const weight* w : parts) {
+      if (!built_in) break;
+      const dispatch_choice& c = self->resolve(matmul_signature(self->target_, *w, n_tokens));
+      built_in = c.kernel == nullptr || !c.library->runnable();
+    }
+    if (built_in) {
+      base.matmul_parts(parts, x, n_tokens, ys, pool);
+      return;
+    }
+    for (std::size_t i = 0; i < parts.size(); ++i) matmul(*parts[i], x, n_tokens, ys[i], pool);
   };
   return t;
 }

@@ -372,8 +372,9 @@ std::span<const exact_matmul> fast_matmuls() {
   return all;
 }
 
-std::size_t pack_weight(weight& w) {
-  if (fast_matmuls().empty() || w.packed != nullptr || w.out % 8 != 0) return 0;
+namespace {
+
+std::size_t pack_layout(weight& w) {
   if (w.type == tensor_type::q8_0) return pack_q8_0(w);
   if (w.type == tensor_type::q4_0) return pack_q4_0_like<gguf::block_q4_0>(w);
   if (w.type == tensor_type::iq4_nl) return pack_q4_0_like<gguf::block_iq4_nl>(w);
@@ -388,6 +389,15 @@ std::size_t pack_weight(weight& w) {
   if (w.type == tensor_type::q5_K) return pack_q5_K(w);
   if (w.type == tensor_type::q6_K) return pack_q6_K(w);
   return 0;
+}
+
+}  // namespace
+
+std::size_t pack_weight(weight& w) {
+  if (fast_matmuls().empty() || w.packed != nullptr || w.out % 8 != 0) return 0;
+  const std::size_t bytes = pack_layout(w);
+  if (w.packed != nullptr) w.packed_size = bytes;
+  return bytes;
 }
 
 }  // namespace spite::dispatch::cpu

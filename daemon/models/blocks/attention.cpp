@@ -119,14 +119,14 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
   } else if (l.q_gate) {
     // Per head [q | gate]: q goes on, the gate waits for the attention's output.
     work_buffer qg(static_cast<std::size_t>(n * H * 2 * D));
-    l.q.apply(ctx, in, n, qg.data());
+    apply_parts(ctx, {{&l.q, qg.data()}, {&l.k, k.data()}, {&l.v, v.data()}}, in, n);
     gate.resize(static_cast<std::size_t>(n * H * D));
     for (std::int64_t r = 0; r < n * H; ++r) {
       std::copy_n(qg.data() + r * 2 * D, D, q.data() + r * D);
       std::copy_n(qg.data() + r * 2 * D + D, D, gate.data() + r * D);
     }
-    l.k.apply(ctx, in, n, k.data());
-    l.v.apply(ctx, in, n, v.data());
+  } else if (own_kv && !l.v.empty()) {
+    apply_parts(ctx, {{&l.q, q.data()}, {&l.k, k.data()}, {&l.v, v.data()}}, in, n);
   } else {
     l.q.apply(ctx, in, n, q.data());
     if (own_kv) {

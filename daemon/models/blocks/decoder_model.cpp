@@ -65,6 +65,7 @@ ffn_layer bind_ffn(binder& b, const gguf::file& file, const hparams& hp, int il,
     } else {
       f.gate = b.matrix(layer_tensor(il, "ffn_gate"), E, F);
       f.up = b.matrix(layer_tensor(il, "ffn_up"), E, F);
+      b.place_together({&f.gate, &f.up});
     }
     f.down = b.matrix(layer_tensor(il, "ffn_down"), F, E);
   }
@@ -107,6 +108,7 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
       a.q = b.matrix(layer_tensor(il, "attn_q"), E, (o.q_gate ? 2 : 1) * H * D);
       a.k = b.matrix(layer_tensor(il, "attn_k"), E, Hkv * D);
       a.v = b.matrix(layer_tensor(il, "attn_v"), E, Hkv * Dv);
+      b.place_together({&a.q, &a.k, &a.v});
     }
     if (o.mla == nullptr) a.o = b.matrix(layer_tensor(il, "attn_output"), H * Dv, E);
     a.rope = hp.rope;

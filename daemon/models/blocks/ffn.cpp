@@ -56,9 +56,8 @@ void dense(forward_context& ctx, const decoder_config& c, const linear& gate, co
   if (!gate.empty()) {
     const std::int64_t F = gate.w.out;
     work_buffer g(static_cast<std::size_t>(F * n)), u(static_cast<std::size_t>(F * n));
-    gate.apply(ctx, in, n, g.data());
+    apply_parts(ctx, {{&gate, g.data()}, {&up, u.data()}}, in, n);
     add_rows(g.data(), bias.gate, F, n);
-    up.apply(ctx, in, n, u.data());
     add_rows(u.data(), bias.up, F, n);
     if (limit > 0.0f) clamp_swiglu(g.data(), u.data(), F * n, limit);
     h.resize(g.size());

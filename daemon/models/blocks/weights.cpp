@@ -1,11 +1,41 @@
 #include "weights.hpp"
 
 #include <cstring>
+#include <iterator>
+#include <span>
 
 namespace spite::models {
 
 void linear::apply(forward_context& ctx, const float* x, std::int64_t n, float* y) const {
   ctx.ops.matmul(w, x, n, y, ctx.pool);
+  add_extras(ctx, x, n, y);
+}
+
+void apply_parts(forward_context& ctx, std::initializer_list<linear_output> parts, const float* x, std::int64_t n) {
+  if (!ctx.ops.matmul_parts || parts.size() < 2) {
+    for (const linear_output& p : parts) p.l->apply(ctx, x, n, p.y);
+    return;
+  }
+  const dispatch::weight* weights[8];
+  float* ys[8];
+  std::size_t count = 0;
+  for (const linear_output& p : parts) {
+    if (count == std::size(weights)) break;
+    weights[count] = &p.l->w;
+    ys[count++] = p.y;
+  }
+  ctx.ops.matmul_parts(std::span<const dispatch::weight* const>(weights, count), x, n, ys, ctx.pool);
+  std::size_t i = 0;
+  for (const linear_output& p : parts) {
+    if (i++ < count) {
+      p.l->add_extras(ctx, x, n, p.y);
+    } else {
+      p.l->apply(ctx, x, n, p.y);
+    }
+  }
+}
+
+void linear::add_extras(forward_context& ctx, const float* x, std::int64_t n, float* y) const {
   if (!bias.empty()) {
     for (std::int64_t t = 0; t < n; ++t) {
       for (std::int64_t o = 0; o < w.out; ++o) y[t * w.out + o] += bias[static_cast<std::size_t>(o)];
@@ -23,6 +53,15 @@ void linear::apply(forward_context& ctx, const float* x, std::int64_t n, float* 
 
 void binder::fail(std::string message) {
   if (!error_) error_ = make_error(errc::malformed, arch_ + " model: " + std::move(message));
+}
+
+void binder::place_together(std::initializer_list<linear*> parts) {
+  dispatch::weight* weights[8];
+  std::size_t count = 0;
+  for (linear* l : parts) {
+    if (count < std::size(weights) && !l->empty()) weights[count++] = &l->w;
+  }
+  dispatch::place_packed_together(std::span<dispatch::weight* const>(weights, count));
 }
 
 result<void> binder::status() const {

@@ -21,7 +21,18 @@ struct linear {
   bool empty() const noexcept { return w.empty(); }
   // y [out, n] = W x + b + sum of scale * B (A x); x [in, n]
   void apply(forward_context& ctx, const float* x, std::int64_t n, float* y) const;
+  // y += b + sum of scale * B (A x): what apply adds to W x.
+  void add_extras(forward_context& ctx, const float* x, std::int64_t n, float* y) const;
 };
+
+// ys[i] = parts[i] applied to the same x (a layer's q, k, v; its gate and up): the weights go
+// to the kernels together (op_table::matmul_parts), which run those placed together
+// (binder::place_together) as one matrix.
+struct linear_output {
+  const linear* l;
+  float* y;
+};
+void apply_parts(forward_context& ctx, std::initializer_list<linear_output> parts, const float* x, std::int64_t n);
 
 // Looks tensors up by name and checks their shapes; the first problem is kept and reported.
 class binder {
@@ -36,6 +47,9 @@ class binder {
   std::vector<float> vec(const std::string& name, std::int64_t n, bool optional = false);
   // Any tensor of that shape, widened to F32 (2-D biases).
   std::vector<float> values(const std::string& name, std::initializer_list<std::int64_t> shape, bool optional = false);
+
+  // dispatch::place_packed_together for matrices that take the same activations.
+  void place_together(std::initializer_list<linear*> parts);
 
   result<void> status() const;
   // Bytes of weights repacked for the CPU kernels so far (dispatch::pack_for_cpu).

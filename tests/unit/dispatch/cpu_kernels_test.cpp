@@ -268,6 +268,100 @@ TEST_CASE("Q8_0, 16-row Q4_K and 4-row Q6_K layouts are made only where the AVX-
   cpu::set_avx512(true);
 }
 
+// Bitwise equality of two results.
+std::size_t differing_floats(const std::vector<float>& a, const std::vector<float>& b) {
+  std::size_t n = a.size() == b.size() ? 0 : a.size() + b.size();
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return n;
+}
+
+TEST_CASE("matrices placed together run as one matrix and give each part's own product") {
+  if (!packed_layouts_here()) return;
+  std::mt19937 rng(6);
+  const std::pair<tensor_type, std::int64_t> types[] = {
+      {tensor_type::q4_0, 32}, {tensor_type::q8_0, 32}, {tensor_type::iq4_nl, 32}, {tensor_type::q4_1, 32},
+      {tensor_type::q5_0, 32}, {tensor_type::q5_1, 32}, {tensor_type::q2_K, 256},  {tensor_type::q4_K, 256},
+      {tensor_type::q5_K, 256}, {tensor_type::q6_K, 256}};
+  for (const bool avx512 : {true, false}) {
+    cpu::set_avx512(avx512);
+    for (const auto& [type, block] : types) {
+      INFO(spite::gguf::type_name(type) << ", AVX-512 variants " << (avx512 ? "allowed" : "off"));
+      // Row counts of q, k and v projections in miniature: whole 16-row groups, unequal parts.
+      const std::int64_t in = 3 * block, outs[] = {48, 16, 32};
+      std::vector<quantized_matrix> parts;
+      for (const std::int64_t out : outs) parts.push_back(random_matrix(type, in, out, rng));
+      std::vector<spite::dispatch::weight> packed;
+      for (const auto& m : parts) {
+        packed.push_back(m.w);
+        cpu::pack_weight(packed.back());
+      }
+      if (packed[0].packed == nullptr) {
+        WARN("no packed layout for this type here");
+        continue;
+      }
+      std::vector<spite::dispatch::weight*> places;
+      for (auto& w : packed) places.push_back(&w);
+      REQUIRE(spite::dispatch::place_packed_together(places) == 2);
+      CHECK(spite::dispatch::packed_together(packed[0], packed[1]));
+      CHECK(spite::dispatch::packed_together(packed[1], packed[2]));
+      CHECK_FALSE(spite::dispatch::packed_together(packed[1], packed[0]));
+      const std::vector<const spite::dispatch::weight*> run{&packed[0], &packed[1], &packed[2]};
+      for (const int threads : {1, 3}) {
+        spite::thread_pool pool(threads);
+        for (const std::int64_t n_tokens : {1, 3, 13, 29}) {
+          INFO("tokens " << n_tokens << ", threads " << threads);
+          const std::vector<float> x = random_activations(in, n_tokens, rng);
+          std::vector<std::vector<float>> want, got, alone;
+          std::vector<float*> ys;
+          for (std::size_t i = 0; i < parts.size(); ++i) {
+            const auto size = static_cast<std::size_t>(outs[i] * n_tokens);
+            want.emplace_back(size);
+            got.emplace_back(size, -1.0f);
+            alone.emplace_back(size, -1.0f);
+            cpu::matmul(parts[i].w, x.data(), n_tokens, want.back().data(), pool);  // the file's layout
+          }
+          for (auto& g : got) ys.push_back(g.data());
+          cpu::matmul_parts(run, x.data(), n_tokens, ys.data(), pool);
+          for (std::size_t i = 0; i < parts.size(); ++i) {
+            INFO("part " << i);
+            CHECK(differing_floats(want[i], got[i]) == 0);
+            // Each part placed together still works alone.
+            cpu::matmul(packed[i], x.data(), n_tokens, alone[i].data(), pool);
+            CHECK(differing_floats(want[i], alone[i]) == 0);
+          }
+        }
+      }
+    }
+  }
+  cpu::set_avx512(true);
+}
+
+TEST_CASE("only parts with the same packed layout are placed together; the others run alone") {
+  if (!packed_layouts_here()) return;
+  std::mt19937 rng(7);
+  quantized_matrix q = random_matrix(tensor_type::q4_K, 256, 32, rng), k = random_matrix(tensor_type::q4_K, 256, 16, rng),
+                   v = random_matrix(tensor_type::q5_K, 256, 16, rng), odd = random_matrix(tensor_type::q4_K, 256, 13, rng);
+  spite::dispatch::weight pq = q.w, pk = k.w, pv = v.w, po = odd.w;
+  for (auto* w : {&pq, &pk, &pv, &po}) cpu::pack_weight(*w);
+  std::vector<spite::dispatch::weight*> places{&pq, &pk, &pv, &po};
+  CHECK(spite::dispatch::place_packed_together(places) == 1);  // q and k; v is another type, odd unpacked
+  CHECK(spite::dispatch::packed_together(pq, pk));
+  CHECK_FALSE(spite::dispatch::packed_together(pk, pv));
+  spite::thread_pool pool(2);
+  const std::vector<float> x = random_activations(256, 5, rng);
+  const std::vector<const spite::dispatch::weight*> run{&pq, &pk, &pv, &po};
+  std::vector<std::vector<float>> want, got;
+  std::vector<float*> ys;
+  for (const auto* m : {&q, &k, &v, &odd}) {
+    want.emplace_back(static_cast<std::size_t>(m->w.out * 5));
+    got.emplace_back(want.back().size(), -1.0f);
+    cpu::matmul(m->w, x.data(), 5, want.back().data(), pool);
+  }
+  for (auto& g : got) ys.push_back(g.data());
+  cpu::matmul_parts(run, x.data(), 5, ys.data(), pool);
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(differing_floats(want[i], got[i]) == 0);
+}
+
 TEST_CASE("matrices without a packed layout move into huge pages once from 2 MiB up with their bytes") {
   std::mt19937 rng(5);
   // Q3_K has no packed layout on any processor.

@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "spite/dispatch/dispatcher.hpp"
 #include "spite/dispatch/plugin.hpp"
+#include "spite/gguf/types.hpp"
 
 namespace fs = std::filesystem;
 using namespace spite;
@@ -211,6 +214,91 @@ TEST_CASE("the op table runs the chosen plug-in and falls back to the reference 
     for (std::size_t i = 0; i < got.size(); ++i) {
       INFO(name << " element " << i);
       REQUIRE(got[i] == Approx(ref[i]).epsilon(1e-5).margin(1e-6));
+    }
+  }
+}
+
+namespace {
+
+// A {in, out} matrix of `type` over its own bytes.
+struct owned_matrix {
+  std::vector<std::byte> bytes;
+  weight w;
+};
+
+owned_matrix random_matrix(gguf::tensor_type type, std::int64_t in, std::int64_t out, std::mt19937& rng) {
+  std::normal_distribution<float> dist;
+  owned_matrix m;
+  const std::size_t row = *gguf::row_bytes(type, in);
+  m.bytes.resize(row * static_cast<std::size_t>(out));
+  std::vector<float> values(static_cast<std::size_t>(in));
+  for (std::int64_t r = 0; r < out; ++r) {
+    for (float& v : values) v = dist(rng);
+    REQUIRE(gguf::quantize(type, values.data(), m.bytes.data() + static_cast<std::size_t>(r) * row, in));
+  }
+  m.w.data = m.bytes.data();
+  m.w.type = type;
+  m.w.in = in;
+  m.w.out = out;
+  m.w.row_bytes = row;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("matmul_parts gives every part what matmul gives it, plug-in kernels and parts placed together alike") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist;
+  owned_matrix f32 = random_matrix(gguf::tensor_type::f32, 64, 8, rng), a = random_matrix(gguf::tensor_type::q4_0, 64, 16, rng),
+               b = random_matrix(gguf::tensor_type::q4_0, 64, 8, rng);
+  // Packed and placed together where this processor's kernels pack Q4_0 (x86 with AVX2).
+  (void)pack_for_cpu(a.w, false);
+  (void)pack_for_cpu(b.w, false);
+  weight* both[] = {&a.w, &b.w};
+  if (place_packed_together(both) == 1) CHECK(packed_together(a.w, b.w));
+
+  kernel_tree tree;
+  tree.add("matmul_f32", "generic/generic/x86_64");
+  const auto with_plugin = kernel_set::scan({tree.root});
+  REQUIRE(with_plugin->libraries().size() == 1);
+  kernel_tree empty;
+  const auto without = kernel_set::scan({empty.root});
+  for (const auto& set : {with_plugin, without}) {
+    auto d = dispatcher::create(set, {"llama", "llama3"}, cpu_target());
+    spite_op_signature f32_sig = make_signature(SPITE_OP_MATMUL, cpu_target());
+    f32_sig.weight_dtype = SPITE_DTYPE_F32;
+    f32_sig.rows = 3;
+    f32_sig.in = 64;
+    f32_sig.out = 8;
+    const bool plugin = set == with_plugin;
+    INFO(std::string(plugin ? "the F32 part goes to the plug-in" : "no plug-in"));
+    CHECK((d->resolve(f32_sig).kernel != nullptr) == plugin);
+    auto ops = d->ops();
+    thread_pool pool(2);
+    for (const std::int64_t n : {1, 3}) {
+      std::vector<float> x(static_cast<std::size_t>(64 * n));
+      for (float& v : x) v = dist(rng);
+      const weight* parts[] = {&f32.w, &a.w, &b.w};
+      std::vector<std::vector<float>> want, got;
+      std::vector<float*> ys;
+      for (const weight* w : parts) {
+        want.emplace_back(static_cast<std::size_t>(w->out * n));
+        got.emplace_back(want.back().size(), NAN);
+        ops->matmul(*w, x.data(), n, want.back().data(), pool);
+      }
+      for (auto& g : got) ys.push_back(g.data());
+      ops->matmul_parts(parts, x.data(), n, ys.data(), pool);
+      // The Q4_0 parts alone, placed together, through whichever path the table takes for them.
+      std::vector<float> qa(static_cast<std::size_t>(16 * n), NAN), qb(static_cast<std::size_t>(8 * n), NAN);
+      const weight* quantized[] = {&a.w, &b.w};
+      float* qys[] = {qa.data(), qb.data()};
+      ops->matmul_parts(quantized, x.data(), n, qys, pool);
+      for (std::size_t p = 0; p < want.size(); ++p) {
+        INFO("part " << p << ", " << n << " tokens");
+        CHECK(std::memcmp(want[p].data(), got[p].data(), want[p].size() * sizeof(float)) == 0);
+      }
+      CHECK(std::memcmp(want[1].data(), qa.data(), qa.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(want[2].data(), qb.data(), qb.size() * sizeof(float)) == 0);
     }
   }
 }

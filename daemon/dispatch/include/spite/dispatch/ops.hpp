@@ -81,6 +81,12 @@ struct op_table {
   // h = g' * sigmoid(alpha * g') * (u' + 1)
   std::function<void(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows, float alpha, float limit)>
       swiglu_oai;
+  // ys[i] [parts[i]->out, n_tokens] = parts[i] x for matrices that take the same x. Parts that
+  // place_packed_together joined run as one matrix; the result is the same as one matmul per
+  // part. May be empty: callers then take matmul per part.
+  std::function<void(std::span<const weight* const> parts, const float* x, std::int64_t n_tokens, float* const* ys,
+                     thread_pool& pool)>
+      matmul_parts;
 };
 
 // The built-in CPU kernels.

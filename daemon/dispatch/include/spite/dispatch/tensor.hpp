@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "spite/gguf/file.hpp"
 
@@ -24,6 +25,7 @@ struct weight {
   // null. `data` stays valid: other kernels read the file's layout.
   const std::byte* packed = nullptr;
   int packed_rows = 0;  // rows per group of the packed layout (8, or 16 for some AVX-512 kernels)
+  std::size_t packed_size = 0;  // bytes at `packed`
   // Owns `packed`, or the copy of the rows in huge pages that `data` points at when the matrix
   // has no packed layout here (pack_for_cpu; `data` is then no longer the file's address).
   std::shared_ptr<const std::byte[]> packed_owner;
@@ -46,6 +48,16 @@ weight weight_of(const gguf::tensor_info& t, std::int64_t expert = 0);
 // released pages would read back as zeros).
 std::size_t pack_for_cpu(weight& w, bool release_source = true);
 void set_cpu_repack(bool on) noexcept;
+
+// Matrices multiplied by the same activations (a layer's q, k and v projections; its gate and
+// up projections): runs of consecutive parts whose packed layouts match (type, row length, rows
+// per group, whole groups) move into one buffer, each part's layout right after the one before,
+// so that the CPU kernels run a run as one matrix (op_table::matmul_parts: one conversion of the
+// activations and one hand-off to the threads instead of one per part). Parts without a packed
+// layout stay as they are. Returns the number of parts that now follow the one before them.
+std::size_t place_packed_together(std::span<weight* const> parts);
+// Whether b's packed layout directly follows a's, as place_packed_together leaves them.
+bool packed_together(const weight& a, const weight& b) noexcept;
 bool cpu_repack() noexcept;
 
 }  // namespace spite::dispatch
