@@ -49,12 +49,18 @@ std::vector<int> allowed_cpus() {
   return out;
 }
 
-// Each thread's first chunk is 1 / (chunks_per_thread * threads) of the job, a long contiguous
-// run for the prefetchers. The rest is claimed in chunks of 1 / (2 * threads) of what is left,
-// so they shrink toward the end: a thread slowed down (the host's other load, a busier core)
-// ends up with less, and the others wait for at most a small last chunk instead of a quarter of
-// a thread's share.
-constexpr std::int64_t chunks_per_thread = 4;
+// A range of items as one word, so that its owner (taking from the front) and a thread that
+// steals (taking from the back) agree by compare-and-swap: front in the low half, back in the high.
+constexpr std::uint64_t pack_range(std::uint64_t front, std::uint64_t back) { return back << 32 | front; }
+constexpr std::int64_t front_of(std::uint64_t r) { return static_cast<std::int64_t>(r & 0xffffffffu); }
+constexpr std::int64_t back_of(std::uint64_t r) { return static_cast<std::int64_t>(r >> 32); }
+
+// The owner of a range takes 1 / owner_chunks of what is left of it at a time: chunks shrink
+// toward the end, so a thread that steals finds something to take until shortly before the end.
+constexpr std::int64_t owner_chunks = 8;
+
+// Items per parallel_for job: a range's ends must fit the halves of a word.
+constexpr std::int64_t max_job = std::int64_t{1} << 31;
 
 }  // namespace
 
@@ -75,6 +81,7 @@ thread_pool::thread_pool(int n_threads) {
     std::lock_guard lock(process_cpus_mu);
     cpus_ = process_cpus;
   }
+  ranges_ = std::vector<range>(static_cast<std::size_t>(n_threads));
   for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
@@ -105,10 +112,21 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
     fn(0, n, 0);
     return;
   }
+  if (n > max_job) {
+    for (std::int64_t at = 0; at < n; at += max_job) {
+      const std::int64_t part = std::min(max_job, n - at);
+      parallel_for(part, [&](std::int64_t b, std::int64_t e, int t) { fn(at + b, at + e, t); });
+    }
+    return;
+  }
   job_ = &fn;
   n_ = n;
-  chunk_ = std::max<std::int64_t>(1, n / (chunks_per_thread * size()));
-  next_.store(std::min(n, size() * chunk_), std::memory_order_relaxed);
+  for (int i = 0; i < size(); ++i) {
+    const share sh = share_of(i);
+    ranges_[static_cast<std::size_t>(i)].items.store(pack_range(static_cast<std::uint64_t>(sh.begin + sh.first),
+                                                                static_cast<std::uint64_t>(sh.end)),
+                                                     std::memory_order_relaxed);
+  }
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
     // Under the mutex, so that a worker about to sleep sees either the new generation or the
@@ -117,7 +135,7 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  run_claimed(0);
+  run_job(0);
   auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
   if (!spin_until(all_done)) {
     std::unique_lock lock(mu_);
@@ -126,20 +144,56 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
   job_ = nullptr;
 }
 
-void thread_pool::run_claimed(int index) {
+thread_pool::share thread_pool::share_of(int index) const {
+  const auto threads = static_cast<std::int64_t>(size());
+  share sh{n_ * index / threads, n_ * (index + 1) / threads, 0};
+  if (sh.end > sh.begin) sh.first = std::max<std::int64_t>(1, (sh.end - sh.begin) / owner_chunks);
+  return sh;
+}
+
+void thread_pool::run_job(int index) {
   const auto& fn = *job_;
-  // Chunk `index` is this thread's own (with as many items as threads, one each); the rest go
-  // to whichever thread asks first.
-  const std::int64_t own = index * chunk_;
-  if (own < n_) fn(own, std::min(n_, own + chunk_), index);
-  const std::int64_t share = 2 * size();
-  std::int64_t begin = next_.load(std::memory_order_relaxed);
+  const std::size_t threads = ranges_.size();
+  std::atomic<std::uint64_t>& own = ranges_[static_cast<std::size_t>(index)].items;
+  // The first chunk of our share is ours alone: however late this thread starts, it runs it.
+  const share sh = share_of(index);
+  if (sh.first > 0) fn(sh.begin, sh.begin + sh.first, index);
   for (;;) {
-    if (begin >= n_) return;
-    const std::int64_t count = std::max<std::int64_t>(1, (n_ - begin) / share);
-    if (next_.compare_exchange_weak(begin, begin + count, std::memory_order_relaxed)) {
-      fn(begin, std::min(n_, begin + count), index);
-      begin = next_.load(std::memory_order_relaxed);
+    // Our range from the front, in one pass over contiguous memory where the items are laid
+    // out in order (a weight's rows): one stream for the hardware prefetchers.
+    std::uint64_t r = own.load(std::memory_order_relaxed);
+    while (front_of(r) < back_of(r)) {
+      const std::int64_t front = front_of(r), take = std::max<std::int64_t>(1, (back_of(r) - front) / owner_chunks);
+      if (own.compare_exchange_weak(r, pack_range(static_cast<std::uint64_t>(front + take), static_cast<std::uint64_t>(back_of(r))),
+                                    std::memory_order_relaxed)) {
+        fn(front, front + take, index);
+        r = own.load(std::memory_order_relaxed);
+      }
+    }
+    // Then half of what is left of the fullest other range, from its back; it becomes ours (and
+    // others may steal from it in turn).
+    bool stole = false;
+    while (!stole) {
+      std::size_t victim = threads;
+      std::int64_t most = 0;
+      for (std::size_t i = 0; i < threads; ++i) {
+        const std::uint64_t v = ranges_[i].items.load(std::memory_order_relaxed);
+        if (back_of(v) - front_of(v) > most) {
+          most = back_of(v) - front_of(v);
+          victim = i;
+        }
+      }
+      if (victim == threads) return;  // nothing left to claim: the job ends when the last chunks do
+      std::atomic<std::uint64_t>& theirs = ranges_[victim].items;
+      std::uint64_t v = theirs.load(std::memory_order_relaxed);
+      const std::int64_t left = back_of(v) - front_of(v);
+      if (left <= 0) continue;
+      const std::int64_t from = back_of(v) - (left + 1) / 2;
+      if (theirs.compare_exchange_strong(v, pack_range(static_cast<std::uint64_t>(front_of(v)), static_cast<std::uint64_t>(from)),
+                                         std::memory_order_relaxed)) {
+        own.store(pack_range(static_cast<std::uint64_t>(from), static_cast<std::uint64_t>(back_of(v))), std::memory_order_relaxed);
+        stole = true;
+      }
     }
   }
 }
@@ -155,7 +209,7 @@ void thread_pool::worker(int index) {
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
-    run_claimed(index);
+    run_job(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mu_);  // the caller may be between its check and its wait
       done_.notify_one();

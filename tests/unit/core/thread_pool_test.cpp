@@ -33,44 +33,60 @@ TEST_CASE("thread pool: parallel_for covers every index exactly once, many times
   }
 }
 
-TEST_CASE("thread pool: a thread held up in its first chunk leaves the other chunks to the others") {
+TEST_CASE("thread pool: a thread held up in its first chunk leaves the rest of its share to the others") {
   spite::thread_pool pool(3);
-  constexpr std::int64_t n = 1200;  // 12 chunks of 100
+  constexpr std::int64_t n = 1200;  // shares of 400; thread 1's first chunk is [400, 450)
   std::vector<std::atomic<int>> by_thread(3);
   std::vector<std::atomic<int>> seen(static_cast<std::size_t>(n));
   pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int thread) {
-    if (thread == 1 && begin == 100) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (thread == 1 && begin == 400) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     by_thread[static_cast<std::size_t>(thread)] += static_cast<int>(end - begin);
     for (std::int64_t i = begin; i < end; ++i) seen[static_cast<std::size_t>(i)]++;
   });
   for (const auto& s : seen) REQUIRE(s.load() == 1);
-  // Thread 1 ran its own chunk only; a static split would have given it 400.
-  CHECK(by_thread[1].load() == 100);
-  CHECK(by_thread[0].load() + by_thread[2].load() == n - 100);
+  // Thread 1 ran its first chunk only; a static split would have given it 400.
+  CHECK(by_thread[1].load() == 50);
+  CHECK(by_thread[0].load() + by_thread[2].load() == n - 50);
 }
 
-TEST_CASE("thread pool: after the threads' first chunks the claimed chunks shrink toward the end, down to one item") {
+TEST_CASE("thread pool: each thread streams through its own share, and one left without work takes the back half of another's") {
   spite::thread_pool pool(2);
-  constexpr std::int64_t n = 4000;  // first chunks of 500 each, then 750, 562, ... down to 1
+  constexpr std::int64_t n = 4000;  // shares [0, 2000) and [2000, 4000)
   std::mutex mu;
-  std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
-  pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> by_thread[2];
+  pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int thread) {
+    // Thread 1 is held up in its first chunk: thread 0 then works through the rest.
+    if (thread == 1 && begin == 2000) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     std::lock_guard lock(mu);
-    chunks.emplace_back(begin, end);
+    by_thread[thread].emplace_back(begin, end);
   });
-  std::sort(chunks.begin(), chunks.end());
+  // Thread 1: its first chunk, an eighth of its share.
+  REQUIRE(by_thread[1].size() == 1);
+  CHECK(by_thread[1][0] == std::pair<std::int64_t, std::int64_t>{2000, 2250});
+  // Thread 0: its share front to back in chunks of an eighth of what is left of it, each
+  // starting where the last one ended (one stream), shrinking down to one item.
+  const auto& mine = by_thread[0];
+  std::size_t i = 0;
+  std::int64_t at = 0;
+  for (; i < mine.size() && mine[i].first < 2000; ++i) {
+    REQUIRE(mine[i].first == at);
+    CHECK(mine[i].second - mine[i].first == std::max<std::int64_t>(1, (2000 - at) / 8));
+    at = mine[i].second;
+  }
+  CHECK(at == 2000);
+  // Then the back half of what thread 1 left, [3125, 4000), in order; then the back half of the
+  // rest, [2687, 3125), and so on toward thread 1's first chunk.
+  REQUIRE(i < mine.size());
+  CHECK(mine[i].first == 3125);
+  std::vector<std::pair<std::int64_t, std::int64_t>> all(mine.begin(), mine.end());
+  all.insert(all.end(), by_thread[1].begin(), by_thread[1].end());
+  std::sort(all.begin(), all.end());
   std::int64_t expected_begin = 0;
-  for (const auto& [begin, end] : chunks) {
-    REQUIRE(begin == expected_begin);  // every item exactly once, in contiguous chunks
+  for (const auto& [begin, end] : all) {
+    REQUIRE(begin == expected_begin);  // every item exactly once
     expected_begin = end;
   }
   CHECK(expected_begin == n);
-  REQUIRE(chunks.size() >= 4);
-  CHECK(chunks[0].second - chunks[0].first == 500);
-  CHECK(chunks[1].second - chunks[1].first == 500);
-  CHECK(chunks[2].second - chunks[2].first == 750);  // a quarter of the 3000 left
-  for (std::size_t i = 3; i < chunks.size(); ++i) CHECK(chunks[i].second - chunks[i].first <= chunks[i - 1].second - chunks[i - 1].first);
-  CHECK(chunks.back().second - chunks.back().first == 1);
 }
 
 TEST_CASE("thread pool: with pinning each thread, the caller included, runs on one CPU of its own") {

@@ -1,8 +1,11 @@
-// One persistent pool of compute threads. parallel_for splits [0, n) into contiguous chunks, a
-// few per thread: thread i starts with chunk i and then claims the rest from a shared counter,
-// so one slowed down by the host's other load ends up with fewer. Returns when all are done; no
-// thread is created per operation. Which thread runs a chunk depends on timing, so callers keep
-// results independent of the split (every output element computed by one call).
+// One persistent pool of compute threads. parallel_for gives each thread a contiguous share of
+// [0, n), which it works through from the front in chunks that shrink toward its end (the first
+// one is its own whatever happens); a thread done with its share takes the back half of what is
+// left of the fullest other share, which becomes its own. So each thread streams through one region of memory (the hardware
+// prefetchers lose their stream at every jump, and a decode step's matrices take 0.05-1 ms),
+// while one slowed down by the host's other load ends up with less. Returns when all are done;
+// no thread is created per operation. Which thread runs a chunk depends on timing, so callers
+// keep results independent of the split (every output element computed by one call).
 //
 // A forward pass calls parallel_for hundreds of times per token, a few microseconds apart, so
 // hand-offs spin first: a worker that finished a job spins on the job counter for a short while
@@ -44,18 +47,27 @@ class thread_pool {
 
  private:
   void worker(int index);
-  void run_claimed(int index);  // claims and runs chunks of the current job until none is left
+  void run_job(int index);  // runs chunks of the current job, own share first, until none is left
   void pin(int index) const;
+
+  // A thread's share of the current job: front (next item its owner takes) and back (end) in
+  // one word; a cache line each, as their owners write them at every chunk.
+  struct alignas(64) range {
+    std::atomic<std::uint64_t> items{0};
+  };
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_, done_;
   // Written before generation_ is published (release) and read after it is seen (acquire).
   const std::function<void(std::int64_t, std::int64_t, int)>* job_ = nullptr;
-  std::int64_t n_ = 0;
-  std::int64_t chunk_ = 1;
-  // The first item not yet claimed; items below size() * chunk_ are the threads' own first chunks.
-  std::atomic<std::int64_t> next_{0};
+  std::vector<range> ranges_;  // one per thread, the caller's first
+  std::int64_t n_ = 0;         // items of the current job
+  // Thread i's share [begin, end) of the current job; [begin, begin + first) no other thread takes.
+  struct share {
+    std::int64_t begin, end, first;
+  };
+  share share_of(int index) const;
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
