@@ -44,6 +44,9 @@ template <int R, int K>
 SPITE_AVX512 void fused(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
                         std::int64_t out, float* y) {
   const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+  // Per-half shift counts: qh's bits 0..1 and 2..3 to bits 4..5 (<< 4, << 2), 4..5 and 6..7 (<< 0, >> 2).
+  const __m512i shl01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1),
+                shr23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
   // int16 scale picks for groups (2p, 2p + 1): sc[4p] x 8, sc[4p + 1] x 8, sc[4p + 2] x 8, sc[4p + 3] x 8.
   __m512i pick[4];
 #pragma GCC unroll 4
@@ -57,8 +60,10 @@ SPITE_AVX512 void fused(const weight& w, std::int64_t o, const gguf::block_q8_K*
   const gguf::block_q6_K* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = blocks.first(o + r);
   __m256 acc[R][K];
-  for (auto& row : acc) {
-    for (auto& a : row) a = _mm256_setzero_ps();
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) acc[r][k] = _mm256_setzero_ps();
   }
   const next_group_prefetch ahead(reinterpret_cast<const std::byte*>(blocks.first(o + R)), R * w.row_bytes, nb);
   // The file's rows are four streams, which the software prefetch carries (without it this tile
@@ -80,11 +85,11 @@ SPITE_AVX512 void fused(const weight& w, std::int64_t o, const gguf::block_q8_K*
 #pragma GCC unroll 2
       for (int c = 0; c < 2; ++c) {
         const __m512i l = _mm512_loadu_si512(blk.ql + 64 * c);
-        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * c));
         // Element 128c + 32j + i: nibble of ql[64c + 32(j & 1) + i] (low for j < 2) with bits
-        // 2j..2j+1 of qh[32c + i] above it (moved to bits 4..5).
-        const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_slli_epi16(h, 4)), _mm256_slli_epi16(h, 2), 1);
-        const __m512i h23 = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
+        // 2j..2j+1 of qh[32c + i] above it (moved to bits 4..5): qh's 32 bytes in both halves,
+        // each half shifted by its own count (bits crossing into a neighbour byte are masked).
+        const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * c)));
+        const __m512i h01 = _mm512_sllv_epi16(h, shl01), h23 = _mm512_srlv_epi16(h, shr23);
         const __m512i q[2] = {_mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(h01, m2)),
                               _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(h23, m2))};
 #pragma GCC unroll 2
