@@ -194,6 +194,13 @@ void attend_group(const attention_args& a, const shape& sh, const simd_math* sim
   }
   for (std::size_t i0 = 0; i0 < n; i0 += key_block) {
     const auto len = static_cast<std::int64_t>(std::min(n, i0 + key_block) - i0);
+    if (simd != nullptr && simd->accumulate_f16_heads != nullptr) {
+      // The group's heads are consecutive: their outputs dv apart, weights and rescales n apart.
+      simd->accumulate_f16_heads(a.out + (t * a.n_head + h0) * sh.dv, a.v + hk * sh.dv, sh.v_stride, w.keys.data() + i0,
+                                 w.weight.data() + i0, w.rescale.data() + i0, static_cast<std::int64_t>(n), len, sh.dv,
+                                 w.sum.data(), static_cast<std::int64_t>(heads));
+      continue;
+    }
     for (std::size_t h = 0; h < heads; ++h) {
       float* out = a.out + (t * a.n_head + h0 + static_cast<std::int64_t>(h)) * sh.dv;
       w.sum[h] = accumulate_f16(simd, out, a.v + hk * sh.dv, sh.v_stride, w.keys.data() + i0, w.weight.data() + h * n + i0,

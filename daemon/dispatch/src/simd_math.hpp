@@ -45,6 +45,12 @@ struct simd_math {
   // c[m x n] += a[m x k] b[k x n], row-major; each element one chain of fused multiply-adds
   // in k order, starting from its value in c.
   void (*gemm_acc)(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n);
+  // accumulate_f16 for `heads` heads over the same keys and values: head h's accumulator at
+  // out + h * dv, its weights and rescales at weight / rescale + h * w_stride, its denominator
+  // in and out of sums[h]. Null: call accumulate_f16 per head.
+  void (*accumulate_f16_heads)(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                               const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
+                               std::int64_t dv, float* sums, std::int64_t heads) = nullptr;
 };
 
 const simd_math* fast_math();

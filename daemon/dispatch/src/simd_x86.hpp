@@ -675,6 +675,14 @@ struct q6_K_tiles {
 const q6_K_tiles* avx512_q6_K_tiles();
 // False after set_avx512(false): the AVX-512 kernels of every file stand aside.
 bool avx512_allowed();
+// simd_x86_math_avx512.cpp: simd_math::accumulate_f16's dimensions [0, d) in 16-wide registers,
+// d the largest multiple of 16 up to dv (returned); the caller takes the rest and the sum.
+std::int64_t accumulate_f16_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                   const float* weight, const float* rescale, std::int64_t n, std::int64_t dv);
+// simd_math::accumulate_f16_heads for 64-dimension heads.
+void accumulate_f16_heads64_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                   const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
+                                   float* sums, std::int64_t heads);
 
 // simd_x86_avx512_bf16.cpp: the BF16 matmul with AVX-512 BF16 (w.in % 32 == 0); null without
 // it, when the instruction does not follow the reference's order, or after set_avx512(false).

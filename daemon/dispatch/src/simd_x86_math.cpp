@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "ref_math.hpp"
+#include "ref_quant.hpp"
 #include "simd_x86.hpp"
 
 namespace spite::dispatch::cpu {
@@ -217,9 +218,27 @@ SPITE_AVX2 void accumulate_block(float* out, const std::uint16_t* values, std::i
 SPITE_AVX2 float accumulate_f16(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                                 const float* weight, const float* rescale, std::int64_t n, std::int64_t dv, float sum) {
   std::int64_t d = 0;
+  if (has_avx512_kernels()) d = x86::accumulate_f16_avx512(out, values, stride, keys, weight, rescale, n, dv);
   for (; d + 64 <= dv; d += 64) accumulate_block<8>(out + d, values + d, stride, keys, weight, rescale, n);
   for (; d + 8 <= dv; d += 8) accumulate_block<1>(out + d, values + d, stride, keys, weight, rescale, n);
-  return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, d, dv, sum);
+  if (d < dv) return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, d, dv, sum);
+  // The denominator in the same order, its fused multiply-adds inline (the scalar definition's
+  // std::fma is a library call in a file built without FMA).
+  __m128 s = _mm_set_ss(sum);
+  for (std::int64_t i = 0; i < n; ++i) s = _mm_fmadd_ss(s, _mm_set_ss(rescale[i]), _mm_set_ss(weight[i]));
+  return _mm_cvtss_f32(s);
+}
+
+SPITE_AVX2 void accumulate_f16_heads(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                     const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
+                                     std::int64_t dv, float* sums, std::int64_t heads) {
+  if (dv == 64 && has_avx512_kernels()) {
+    x86::accumulate_f16_heads64_avx512(out, values, stride, keys, weight, rescale, w_stride, n, sums, heads);
+    return;
+  }
+  for (std::int64_t h = 0; h < heads; ++h) {
+    sums[h] = accumulate_f16(out + h * dv, values, stride, keys, weight + h * w_stride, rescale + h * w_stride, n, dv, sums[h]);
+  }
 }
 
 // A block of R rows x 8*W columns of c kept in registers over the whole k loop.
@@ -268,7 +287,8 @@ bool usable() {
 }
 
 constexpr simd_math k_avx2{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
-                           swiglu16, dot_f16_blocks, dot_f16_rows, exp_nonpositive, accumulate_f16, gemm_acc};
+                           swiglu16, dot_f16_blocks, dot_f16_rows, exp_nonpositive, accumulate_f16, gemm_acc,
+                           accumulate_f16_heads};
 
 }  // namespace
 

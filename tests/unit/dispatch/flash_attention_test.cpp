@@ -13,6 +13,7 @@
 
 #include "cpu_kernels.hpp"
 #include "ref_math.hpp"
+#include "ref_quant.hpp"
 #include "simd_math.hpp"
 #include "spite/core/half.hpp"
 #include "spite/core/thread_pool.hpp"
@@ -207,8 +208,12 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     CHECK(differ == 0);
   }
   // The f16 accumulator: keys in a scattered order, rescales now and then, head sizes on and
-  // off the 64- and 8-dimension blocks.
-  for (const std::int64_t dv : {64, 128, 72, 13}) {
+  // off the 64-, 16- and 8-dimension blocks; the AVX-512 registers where the processor has
+  // them, and the AVX2 ones.
+  for (const bool avx512 : {true, false})
+  for (const std::int64_t dv : {64, 128, 72, 13, 200}) {
+    spite::dispatch::cpu::set_avx512(avx512);
+    INFO("AVX-512 " << (avx512 ? "allowed" : "off"));
     const std::int64_t n_keys = 150, stride = dv + 5;
     std::vector<std::uint16_t> values(static_cast<std::size_t>(200 * stride));
     for (auto& x : values) x = fp32_to_fp16(normal(rng));
@@ -247,6 +252,46 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     CHECK(same_bits(part_sum, sum));
     for (std::size_t d = 0; d < out.size(); ++d) CHECK(same_bits(resumed[d], want[d]));
   }
+  // Several heads of a group over the same keys at once: each head's accumulator and sum as
+  // accumulate_f16 leaves them for it alone (7 heads: the 4-, 2- and 1-head paths).
+  if (simd->accumulate_f16_heads != nullptr) {
+    for (const bool avx512 : {true, false})
+    for (const std::int64_t dv : {64, 72}) {
+      spite::dispatch::cpu::set_avx512(avx512);
+      INFO("AVX-512 " << (avx512 ? "allowed" : "off") << ", dv " << dv);
+      const std::int64_t n_keys = 100, stride = 4 * dv + 3, heads = 7;
+      std::vector<std::uint16_t> values(static_cast<std::size_t>(120 * stride));
+      for (auto& x : values) x = fp32_to_fp16(normal(rng));
+      std::vector<std::int32_t> keys;
+      for (std::int64_t i = 0; i < n_keys; ++i) keys.push_back(static_cast<std::int32_t>((i * 53) % 120));
+      std::vector<float> weight(static_cast<std::size_t>(heads * n_keys)), rescale(weight.size());
+      for (std::int64_t h = 0; h < heads; ++h) {
+        for (std::int64_t i = 0; i < n_keys; ++i) {
+          const bool new_max = (i + h) % 7 == 0;
+          const auto k = static_cast<std::size_t>(h * n_keys + i);
+          weight[k] = new_max ? 1.0f : std::exp(-std::fabs(normal(rng)));
+          rescale[k] = new_max ? std::exp(-std::fabs(normal(rng))) : 1.0f;
+        }
+      }
+      // Accumulators and sums already under way, as a later block of keys finds them.
+      std::vector<float> start(static_cast<std::size_t>(heads * dv)), sums(static_cast<std::size_t>(heads));
+      for (auto& x : start) x = fp16_to_fp32(fp32_to_fp16(normal(rng)));
+      for (auto& x : sums) x = std::fabs(normal(rng));
+      std::vector<float> want = start, want_sums = sums, got = start, got_sums = sums;
+      for (std::int64_t h = 0; h < heads; ++h) {
+        want_sums[static_cast<std::size_t>(h)] =
+            simd->accumulate_f16(want.data() + h * dv, values.data(), stride, keys.data(), weight.data() + h * n_keys,
+                                 rescale.data() + h * n_keys, n_keys, dv, sums[static_cast<std::size_t>(h)]);
+      }
+      simd->accumulate_f16_heads(got.data(), values.data(), stride, keys.data(), weight.data(), rescale.data(), n_keys, n_keys,
+                                 dv, got_sums.data(), heads);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) differ += !same_bits(want[i], got[i]);
+      for (std::size_t h = 0; h < sums.size(); ++h) differ += !same_bits(want_sums[h], got_sums[h]);
+      CHECK(differ == 0);
+    }
+  }
+  spite::dispatch::cpu::set_avx512(true);
   // The GEMM: every element one chain of fused multiply-adds from its old value, odd shapes.
   for (const auto [m, k, n] : {std::array<std::int64_t, 3>{64, 64, 64}, {7, 40, 64}, {64, 64, 24}, {3, 5, 13}, {5, 576, 512}}) {
     std::vector<float> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n)), c(static_cast<std::size_t>(m * n));
