@@ -160,10 +160,17 @@ void attend_group(const attention_args& a, const shape& sh, const simd_math* sim
   w.rescale.resize(heads * n);
   for (std::size_t i0 = 0; i0 < n; i0 += key_block) {
     const std::size_t i1 = std::min(n, i0 + key_block);
+    const bool together = simd != nullptr && simd->dot_f16_rows_heads != nullptr;
+    if (together) {
+      simd->dot_f16_rows_heads(a.k + hk * sh.dk, sh.k_stride, w.keys.data() + i0, static_cast<std::int64_t>(i1 - i0), w.q.data(),
+                               sh.dk, w.weight.data() + i0, static_cast<std::int64_t>(n), static_cast<std::int64_t>(heads));
+    }
     for (std::size_t h = 0; h < heads; ++h) {
       float* score = w.weight.data() + h * n;
-      dot_f16_rows(simd, a.k + hk * sh.dk, sh.k_stride, w.keys.data() + i0, static_cast<std::int64_t>(i1 - i0), w.q.data() + h * dk,
-                   sh.dk, score + i0);
+      if (!together) {
+        dot_f16_rows(simd, a.k + hk * sh.dk, sh.k_stride, w.keys.data() + i0, static_cast<std::int64_t>(i1 - i0),
+                     w.q.data() + h * dk, sh.dk, score + i0);
+      }
       for (std::size_t i = i0; i < i1; ++i) {
         float s = score[i] * sh.scale;
         if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);

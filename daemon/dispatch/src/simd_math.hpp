@@ -51,6 +51,10 @@ struct simd_math {
   void (*accumulate_f16_heads)(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                                const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
                                std::int64_t dv, float* sums, std::int64_t heads) = nullptr;
+  // dot_f16_rows for `heads` queries (b + h * n) over the same keys: out[h * out_stride + i].
+  // Null: call dot_f16_rows per head.
+  void (*dot_f16_rows_heads)(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
+                             const float* b, std::int64_t n, float* out, std::int64_t out_stride, std::int64_t heads) = nullptr;
 };
 
 const simd_math* fast_math();

@@ -679,6 +679,11 @@ bool avx512_allowed();
 // d the largest multiple of 16 up to dv (returned); the caller takes the rest and the sum.
 std::int64_t accumulate_f16_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                                    const float* weight, const float* rescale, std::int64_t n, std::int64_t dv);
+// simd_math::dot_f16_rows_heads for 64-element rows, whole groups of 4 heads and 4 keys: heads
+// [0, heads / 4 * 4), keys [0, returned); the caller takes the rest.
+std::int64_t dot_f16_rows_heads64_avx512(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys,
+                                         std::int64_t count, const float* q, float* out, std::int64_t out_stride,
+                                         std::int64_t heads);
 // simd_math::accumulate_f16_heads for 64-dimension heads.
 void accumulate_f16_heads64_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                                    const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,

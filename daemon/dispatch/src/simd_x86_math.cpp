@@ -153,6 +153,18 @@ SPITE_AVX2 void dot_f16_rows(const std::uint16_t* rows, std::int64_t stride, con
   for (; i < count; ++i) out[i] = x86::vec_dot_f16(rows + keys[i] * stride, b, n);
 }
 
+SPITE_AVX2 void dot_f16_rows_heads(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
+                                   const float* b, std::int64_t n, float* out, std::int64_t out_stride, std::int64_t heads) {
+  std::int64_t h = 0;
+  if (n == 64 && has_avx512_kernels()) {
+    const std::int64_t done = x86::dot_f16_rows_heads64_avx512(rows, stride, keys, count, b, out, out_stride, heads);
+    for (const std::int64_t h4 = heads / 4 * 4; h < h4; ++h) {
+      dot_f16_rows(rows, stride, keys + done, count - done, b + h * n, n, out + h * out_stride + done);
+    }
+  }
+  for (; h < heads; ++h) dot_f16_rows(rows, stride, keys, count, b + h * n, n, out + h * out_stride);
+}
+
 constexpr int k_round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
 // glibc's expf: x / ln2 * 32 split into an integer k and a remainder r (|r| <= 1/2), 2^(k/32)
@@ -288,7 +300,7 @@ bool usable() {
 
 constexpr simd_math k_avx2{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
                            swiglu16, dot_f16_blocks, dot_f16_rows, exp_nonpositive, accumulate_f16, gemm_acc,
-                           accumulate_f16_heads};
+                           accumulate_f16_heads, dot_f16_rows_heads};
 
 }  // namespace
 

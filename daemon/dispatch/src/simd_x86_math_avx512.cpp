@@ -4,7 +4,8 @@
 // same way) on 16 dimensions per register instead of 8, so a 64-dimension head takes 4 chains
 // of 4 operations per key instead of 8; for 64-dimension heads, up to 4 heads of a kv group at
 // once. At depth the accumulator is decode's largest cost outside the weights (18 % of
-// one-thread Q4_K_M decode at depth 1500 in AVX2).
+// one-thread Q4_K_M decode at depth 1500 in AVX2). The scores likewise: each key row widened
+// once for 4 heads, and reduce16's steps done for 16 (head, key) pairs by shuffles.
 #include "simd_x86_avx512.hpp"
 
 #if defined(__x86_64__)
@@ -83,7 +84,63 @@ SPITE_AVX512 void accumulate_heads64(float* out, const std::uint16_t* values, st
   }
 }
 
+// One 64-element row against 4 queries (q + 64 h), as vec_dot_f16 sums it, up to reduce16:
+// group g = e / 16 is register g, each product alone in its lane (exact: f16 values times
+// f16-rounded queries), groups folded (0 + 2) + (1 + 3), then reduce16's first two steps
+// (lanes j + j + 8, then j + j + 4) for the 4 heads together: 128-bit chunk h of the result
+// holds head h's 4 partial sums.
+SPITE_AVX512 inline __m512 fold_4_heads(const __m512 (&k)[4], const float* q) {
+  __m512 l[4];
+#pragma GCC unroll 4
+  for (int h = 0; h < 4; ++h) {
+    const float* qh = q + 64 * h;
+    const __m512 p0 = _mm512_mul_ps(k[0], _mm512_loadu_ps(qh)), p1 = _mm512_mul_ps(k[1], _mm512_loadu_ps(qh + 16));
+    const __m512 p2 = _mm512_mul_ps(k[2], _mm512_loadu_ps(qh + 32)), p3 = _mm512_mul_ps(k[3], _mm512_loadu_ps(qh + 48));
+    l[h] = _mm512_add_ps(_mm512_add_ps(p0, p2), _mm512_add_ps(p1, p3));
+  }
+  // Lanes j + j + 8: chunks (0 + 2, 1 + 3) of two heads side by side.
+  const __m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(l[0], l[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(l[0], l[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 t23 = _mm512_add_ps(_mm512_shuffle_f32x4(l[2], l[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(l[2], l[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lanes j + j + 4: chunk 0 + chunk 1 of each head.
+  return _mm512_add_ps(_mm512_shuffle_f32x4(t01, t23, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(t01, t23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// reduce16's last step, (s0 + s2) + (s1 + s3), for 4 keys' fold_4_heads: lane 4 h + p of the
+// result is head h's score of key p.
+SPITE_AVX512 inline __m512 finish_4x4(__m512 s0, __m512 s1, __m512 s2, __m512 s3) {
+  // Per chunk: [key 0's s0 + s2, its s1 + s3, key 1's s0 + s2, its s1 + s3], and the same of keys 2, 3.
+  const __m512 g01 = _mm512_add_ps(_mm512_shuffle_ps(s0, s1, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 g23 = _mm512_add_ps(_mm512_shuffle_ps(s2, s3, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(s2, s3, _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(g01, g23, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(g01, g23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 }  // namespace
+
+SPITE_AVX512 std::int64_t dot_f16_rows_heads64_avx512(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys,
+                                         std::int64_t count, const float* q, float* out, std::int64_t out_stride,
+                                         std::int64_t heads) {
+  const std::int64_t keys4 = count / 4 * 4;
+  for (std::int64_t h = 0; h + 4 <= heads; h += 4) {
+    const float* qh = q + 64 * h;
+    for (std::int64_t i = 0; i < keys4; i += 4) {
+      __m512 s[4];
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
+        const std::uint16_t* row = rows + keys[i + p] * stride;
+        const __m512 k[4] = {widen16(row), widen16(row + 16), widen16(row + 32), widen16(row + 48)};
+        s[p] = fold_4_heads(k, qh);
+      }
+      const __m512 r = finish_4x4(s[0], s[1], s[2], s[3]);
+      _mm_storeu_ps(out + (h + 0) * out_stride + i, _mm512_extractf32x4_ps(r, 0));
+      _mm_storeu_ps(out + (h + 1) * out_stride + i, _mm512_extractf32x4_ps(r, 1));
+      _mm_storeu_ps(out + (h + 2) * out_stride + i, _mm512_extractf32x4_ps(r, 2));
+      _mm_storeu_ps(out + (h + 3) * out_stride + i, _mm512_extractf32x4_ps(r, 3));
+    }
+  }
+  return keys4;
+}
 
 void accumulate_f16_heads64_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                                    const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,

@@ -291,6 +291,31 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
       CHECK(differ == 0);
     }
   }
+  // Several heads' scores over the same keys at once: each as dot_f16_rows gives it for that
+  // head alone (9 heads and 13 keys: whole groups of 4 and what is left of both).
+  if (simd->dot_f16_rows_heads != nullptr) {
+    for (const bool avx512 : {true, false})
+    for (const std::int64_t n : {64, 72}) {
+      spite::dispatch::cpu::set_avx512(avx512);
+      INFO("AVX-512 " << (avx512 ? "allowed" : "off") << ", n " << n);
+      const std::int64_t stride = 3 * n + 5, heads = 9, count = 13;
+      std::vector<std::uint16_t> rows(static_cast<std::size_t>(40 * stride));
+      for (auto& x : rows) x = fp32_to_fp16(normal(rng) * (normal(rng) > 2.0f ? 300.0f : 1.0f));
+      std::vector<std::int32_t> keys;
+      for (std::int64_t i = 0; i < count; ++i) keys.push_back(static_cast<std::int32_t>((i * 17) % 40));
+      std::vector<float> q(static_cast<std::size_t>(heads * n));
+      for (auto& x : q) x = fp16_to_fp32(fp32_to_fp16(normal(rng)));
+      const std::int64_t out_stride = count + 3;
+      std::vector<float> want(static_cast<std::size_t>(heads * out_stride), -1.0f), got = want;
+      for (std::int64_t h = 0; h < heads; ++h) {
+        simd->dot_f16_rows(rows.data(), stride, keys.data(), count, q.data() + h * n, n, want.data() + h * out_stride);
+      }
+      simd->dot_f16_rows_heads(rows.data(), stride, keys.data(), count, q.data(), n, got.data(), out_stride, heads);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) differ += !same_bits(want[i], got[i]);
+      CHECK(differ == 0);
+    }
+  }
   spite::dispatch::cpu::set_avx512(true);
   // The GEMM: every element one chain of fused multiply-adds from its old value, odd shapes.
   for (const auto [m, k, n] : {std::array<std::int64_t, 3>{64, 64, 64}, {7, 40, 64}, {64, 64, 24}, {3, 5, 13}, {5, 576, 512}}) {
