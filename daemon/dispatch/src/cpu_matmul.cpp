@@ -141,12 +141,24 @@ void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, th
   generic_matmul(w, x, n_tokens, y, pool);
 }
 
+namespace {
+
+// Whether the kernels multiply w from its packed layout alone. The 16-row Q4_K layout serves
+// the AVX-512 kernels only; after set_avx512(false) its matrices are read in the file's layout.
+bool reads_packed_only(const weight& w) {
+  return w.packed != nullptr && (w.type != tensor_type::q4_K || w.packed_rows != 16 || has_avx512_kernels());
+}
+
+}  // namespace
+
 void matmul_parts(std::span<const weight* const> parts, const float* x, std::int64_t n_tokens, float* const* ys,
                   thread_pool& pool) {
   for (std::size_t i = 0; i < parts.size();) {
     std::size_t j = i + 1;
     std::int64_t rows = parts[i]->out;
-    while (j < parts.size() && packed_together(*parts[j - 1], *parts[j])) rows += parts[j++]->out;
+    if (reads_packed_only(*parts[i])) {
+      while (j < parts.size() && packed_together(*parts[j - 1], *parts[j])) rows += parts[j++]->out;
+    }
     if (j - i == 1) {
       matmul(*parts[i], x, n_tokens, ys[i], pool);
       i = j;

@@ -336,6 +336,30 @@ TEST_CASE("matrices placed together run as one matrix and give each part's own p
   cpu::set_avx512(true);
 }
 
+TEST_CASE("16-row Q4_K parts placed together run one by one from the file's layout once the AVX-512 kernels stand aside") {
+  if (!packed_layouts_here() || !cpu::has_avx512_kernels()) return;
+  std::mt19937 rng(8);
+  quantized_matrix q = random_matrix(tensor_type::q4_K, 512, 32, rng), k = random_matrix(tensor_type::q4_K, 512, 16, rng);
+  spite::dispatch::weight pq = q.w, pk = k.w;
+  cpu::pack_weight(pq);
+  cpu::pack_weight(pk);
+  REQUIRE(pq.packed_rows == 16);
+  std::vector<spite::dispatch::weight*> places{&pq, &pk};
+  REQUIRE(spite::dispatch::place_packed_together(places) == 1);
+  cpu::set_avx512(false);
+  spite::thread_pool pool(2);
+  const std::vector<float> x = random_activations(512, 3, rng);
+  std::vector<float> want_q(32 * 3), want_k(16 * 3), got_q(want_q.size(), -1.0f), got_k(want_k.size(), -1.0f);
+  cpu::matmul(q.w, x.data(), 3, want_q.data(), pool);
+  cpu::matmul(k.w, x.data(), 3, want_k.data(), pool);
+  const std::vector<const spite::dispatch::weight*> run{&pq, &pk};
+  float* ys[] = {got_q.data(), got_k.data()};
+  cpu::matmul_parts(run, x.data(), 3, ys, pool);
+  cpu::set_avx512(true);
+  CHECK(differing_floats(want_q, got_q) == 0);
+  CHECK(differing_floats(want_k, got_k) == 0);
+}
+
 TEST_CASE("only parts with the same packed layout are placed together; the others run alone") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(7);
