@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "cpu_kernels.hpp"
@@ -171,12 +172,13 @@ void matmul_parts(std::span<const weight* const> parts, const float* x, std::int
     run.out = rows;
     run.packed_size = 0;
     for (std::size_t k = i; k < j; ++k) run.packed_size += parts[k]->packed_size;
-    std::vector<float> y(static_cast<std::size_t>(rows * n_tokens));
-    matmul(run, x, n_tokens, y.data(), pool);
+    // Written in full by the matmul: no zeroing on the decode path.
+    const auto y = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(rows * n_tokens));
+    matmul(run, x, n_tokens, y.get(), pool);
     std::int64_t at = 0;
     for (std::size_t k = i; k < j; ++k) {
       const std::int64_t out = parts[k]->out;
-      for (std::int64_t t = 0; t < n_tokens; ++t) std::copy_n(y.data() + t * rows + at, out, ys[k] + t * out);
+      for (std::int64_t t = 0; t < n_tokens; ++t) std::copy_n(y.get() + t * rows + at, out, ys[k] + t * out);
       at += out;
     }
     i = j;

@@ -82,23 +82,27 @@ std::size_t pack_for_cpu(weight& w, bool release_source) {
   return bytes;
 }
 
-bool packed_together(const weight& a, const weight& b) noexcept {
-  return a.packed != nullptr && b.packed != nullptr && a.packed + a.packed_size == b.packed && a.type == b.type &&
+namespace {
+
+// Same packed layout in whole groups: two such buffers one after the other are the layout of the
+// stacked rows.
+bool same_packed_layout(const weight& a, const weight& b) noexcept {
+  return a.packed != nullptr && b.packed != nullptr && a.packed_size > 0 && b.packed_size > 0 && a.type == b.type &&
          a.in == b.in && a.row_bytes == b.row_bytes && a.packed_rows == b.packed_rows && a.packed_rows > 0 &&
          a.out % a.packed_rows == 0 && b.out % b.packed_rows == 0;
 }
 
+}  // namespace
+
+bool packed_together(const weight& a, const weight& b) noexcept {
+  return same_packed_layout(a, b) && a.packed + a.packed_size == b.packed;
+}
+
 std::size_t place_packed_together(std::span<weight* const> parts) {
-  // Same layout, whole groups: the concatenated buffer is then the layout of the stacked rows.
-  const auto joins = [](const weight& a, const weight& b) {
-    return a.packed != nullptr && b.packed != nullptr && a.packed_size > 0 && b.packed_size > 0 && a.type == b.type &&
-           a.in == b.in && a.row_bytes == b.row_bytes && a.packed_rows == b.packed_rows && a.packed_rows > 0 &&
-           a.out % a.packed_rows == 0 && b.out % b.packed_rows == 0;
-  };
   std::size_t placed = 0;
   for (std::size_t i = 0; i < parts.size();) {
     std::size_t j = i + 1;
-    while (j < parts.size() && joins(*parts[j - 1], *parts[j])) ++j;
+    while (j < parts.size() && same_packed_layout(*parts[j - 1], *parts[j])) ++j;
     if (j - i >= 2) {
       std::size_t total = 0;
       for (std::size_t k = i; k < j; ++k) total += parts[k]->packed_size;
