@@ -1,4 +1,5 @@
-#include <queue>
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -14,13 +15,14 @@ struct symbol {
   std::uint32_t begin, len;  // bytes of the encoded word; len 0 = merged away
 };
 
-struct bigram {
-  std::int32_t rank;
-  int left, right;
-  std::int32_t left_id, right_id, merged;
-  // Lowest rank first; among equals the leftmost pair.
-  bool operator<(const bigram& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
-};
+// A queued pair is only its rank and its left symbol, lowest rank first and among equals the
+// leftmost (one integer compare). Popped, it stands for whatever pair is at that position now
+// if that pair has the same rank: that pair's own entry has the same key, so nothing else
+// could come between them. Eight bytes per entry keep the queue of a long word in cache.
+using pair_key = std::uint64_t;
+pair_key key_of(std::int32_t rank, int left) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(rank)) << 32) | static_cast<std::uint32_t>(left);
+}
 
 // Merges one byte-encoded word and appends its tokens.
 void merge_word(const vocab& v, const std::string& word, std::vector<token>& out) {
@@ -41,30 +43,40 @@ void merge_word(const vocab& v, const std::string& word, std::vector<token>& out
                        static_cast<std::uint32_t>(len)});
     offset += len;
   }
-  std::priority_queue<bigram> queue;
-  const auto try_add = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const symbol& l = symbols[static_cast<std::size_t>(left)];
-    const symbol& r = symbols[static_cast<std::size_t>(right)];
-    const vocab::merge_result m = v.merge(l.id, r.id);
-    if (m.rank < 0) return;
-    queue.push({m.rank, left, right, l.id, r.id, m.merged});
+  std::vector<pair_key> queue;
+  queue.reserve(symbols.size());
+  const auto rank_of = [&](int left, int right) {
+    if (left < 0 || right < 0) return vocab::merge_result{};
+    return v.merge(symbols[static_cast<std::size_t>(left)].id, symbols[static_cast<std::size_t>(right)].id);
   };
-  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
+  const auto try_add = [&](int left, int right) {
+    const vocab::merge_result m = rank_of(left, right);
+    if (m.rank < 0) return;
+    queue.push_back(key_of(m.rank, left));
+    std::push_heap(queue.begin(), queue.end(), std::greater<>{});
+  };
+  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) {
+    const vocab::merge_result m = rank_of(i - 1, i);
+    if (m.rank >= 0) queue.push_back(key_of(m.rank, i - 1));
+  }
+  std::make_heap(queue.begin(), queue.end(), std::greater<>{});
   while (!queue.empty()) {
-    const bigram b = queue.top();
-    queue.pop();
-    symbol& l = symbols[static_cast<std::size_t>(b.left)];
-    symbol& r = symbols[static_cast<std::size_t>(b.right)];
-    // Stale if either side has changed since the pair was queued.
-    if (l.len == 0 || r.len == 0 || l.id != b.left_id || r.id != b.right_id) continue;
-    l.id = b.merged;
+    std::pop_heap(queue.begin(), queue.end(), std::greater<>{});
+    const pair_key key = queue.back();
+    queue.pop_back();
+    const int left = static_cast<int>(static_cast<std::uint32_t>(key));
+    symbol& l = symbols[static_cast<std::size_t>(left)];
+    if (l.len == 0 || l.next < 0) continue;
+    const vocab::merge_result m = rank_of(left, l.next);
+    if (m.rank != static_cast<std::int32_t>(key >> 32)) continue;  // that pair has changed
+    symbol& r = symbols[static_cast<std::size_t>(l.next)];
+    l.id = m.merged;
     l.len += r.len;
     r.len = 0;
     l.next = r.next;
-    if (r.next >= 0) symbols[static_cast<std::size_t>(r.next)].prev = b.left;
-    try_add(l.prev, b.left);
-    try_add(b.left, l.next);
+    if (r.next >= 0) symbols[static_cast<std::size_t>(r.next)].prev = left;
+    try_add(l.prev, left);
+    try_add(left, l.next);
   }
   for (const symbol& s : symbols) {
     if (s.len == 0) continue;

@@ -1,4 +1,7 @@
-#include <queue>
+#include <algorithm>
+#include <bit>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "algorithms.hpp"
@@ -12,13 +15,21 @@ struct symbol {
   std::size_t begin, len;  // bytes of the text; len 0 = merged away
 };
 
+// A queued pair: highest score first, among equals the leftmost, folded into one integer
+// (smaller is first) so that the queue of a long text stays small and compares cheaply.
 struct bigram {
-  int left, right;
-  float score;
-  std::size_t len;
-  // Highest score first; among equals the leftmost pair.
-  bool operator<(const bigram& o) const { return score < o.score || (score == o.score && left > o.left); }
+  std::uint64_t order;
+  std::uint32_t len;  // of the pair when queued: a different length now means it changed
+  int left() const { return static_cast<int>(static_cast<std::uint32_t>(order)); }
+  bool operator>(const bigram& o) const { return order > o.order; }
 };
+
+bigram make_bigram(float score, int left, std::size_t len) {
+  // Float bits made to sort as unsigned integers, then inverted: the highest score is smallest.
+  const auto bits = std::bit_cast<std::uint32_t>(score == 0.0f ? 0.0f : score);  // -0 ties with +0
+  const std::uint32_t ascending = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+  return {(static_cast<std::uint64_t>(~ascending) << 32) | static_cast<std::uint32_t>(left), static_cast<std::uint32_t>(len)};
+}
 
 }  // namespace
 
@@ -33,28 +44,41 @@ void spm_tokenize(const vocab& v, std::string_view text, std::vector<token>& out
     symbols.push_back({index - 1, offset + len == text.size() ? -1 : index + 1, offset, len});
     offset += len;
   }
-  std::priority_queue<bigram> queue;
-  const auto try_add = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
+  std::vector<bigram> queue;
+  queue.reserve(symbols.size());
+  const auto pair_of = [&](int left, int right) -> std::optional<bigram> {
+    if (left < 0 || right < 0) return std::nullopt;
     const std::size_t len = symbols[static_cast<std::size_t>(left)].len + symbols[static_cast<std::size_t>(right)].len;
     const token t = v.find(text.substr(symbols[static_cast<std::size_t>(left)].begin, len));
-    if (t == no_token) return;
-    queue.push({left, right, v.score(t), len});
+    if (t == no_token) return std::nullopt;
+    return make_bigram(v.score(t), left, len);
   };
-  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
+  const auto try_add = [&](int left, int right) {
+    if (const auto b = pair_of(left, right)) {
+      queue.push_back(*b);
+      std::push_heap(queue.begin(), queue.end(), std::greater<>{});
+    }
+  };
+  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) {
+    if (const auto b = pair_of(i - 1, i)) queue.push_back(*b);
+  }
+  std::make_heap(queue.begin(), queue.end(), std::greater<>{});
 
   while (!queue.empty()) {
-    const bigram b = queue.top();
-    queue.pop();
-    symbol& l = symbols[static_cast<std::size_t>(b.left)];
-    symbol& r = symbols[static_cast<std::size_t>(b.right)];
-    if (l.len == 0 || r.len == 0 || l.len + r.len != b.len) continue;  // stale
+    std::pop_heap(queue.begin(), queue.end(), std::greater<>{});
+    const bigram b = queue.back();
+    queue.pop_back();
+    const int left = b.left();
+    symbol& l = symbols[static_cast<std::size_t>(left)];
+    if (l.len == 0 || l.next < 0) continue;
+    symbol& r = symbols[static_cast<std::size_t>(l.next)];
+    if (r.len == 0 || l.len + r.len != b.len) continue;  // stale
     l.len += r.len;
     r.len = 0;
     l.next = r.next;
-    if (r.next >= 0) symbols[static_cast<std::size_t>(r.next)].prev = b.left;
-    try_add(l.prev, b.left);
-    try_add(b.left, l.next);
+    if (r.next >= 0) symbols[static_cast<std::size_t>(r.next)].prev = left;
+    try_add(l.prev, left);
+    try_add(left, l.next);
   }
 
   for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[static_cast<std::size_t>(i)].next) {
