@@ -637,7 +637,9 @@ struct q6_K_blocks {
   std::size_t row_bytes;
   bool interleaved;
   explicit q6_K_blocks(const weight& w)
-      : base(w.packed != nullptr ? w.packed : w.data), row_bytes(w.row_bytes), interleaved(w.packed != nullptr) {}
+      : base(w.packed != nullptr && w.packed_rows == 4 ? w.packed : w.data),
+        row_bytes(w.row_bytes),
+        interleaved(base == w.packed) {}
   const gguf::block_q6_K* first(std::int64_t o) const {
     const std::byte* p = interleaved ? base + static_cast<std::size_t>(o / 4) * 4 * row_bytes +
                                            static_cast<std::size_t>(o % 4) * sizeof(gguf::block_q6_K)
@@ -736,6 +738,14 @@ void matmul_q5_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
 
 // simd_x86_q6k_avx512.cpp: Q6_K in 4-row groups (q6_K_blocks) where the AVX-512 VNNI kernels run.
 std::size_t pack_q6_K(weight& w);
+
+// simd_x86_q6k_x16.cpp: Q6_K packed by pack_q6_K_x16 (16-row groups, packed_rows 16) where the
+// AVX-512 VNNI kernels run and the row count is a multiple of 16. matmul_q6_K_x16 returns false,
+// having done nothing, when those kernels stand aside (set_avx512(false)); larger batches
+// unpack its rows with unpack_q6_K_row_x16.
+std::size_t pack_q6_K_x16(weight& w);
+bool matmul_q6_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
+void unpack_q6_K_row_x16(const std::byte* packed, std::int64_t o, std::int64_t nb, q6_K_row& r);
 
 // simd_x86_q8_0_packed.cpp: Q8_0 packed by pack_q8_0 (8-row groups of quants + 128 for
 // VPDPBUSD) where the AVX-512 VNNI kernels run.

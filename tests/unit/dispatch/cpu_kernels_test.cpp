@@ -127,7 +127,7 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
       const std::vector<std::int64_t> ins = block == 32 ? std::vector<std::int64_t>{block, 3 * block, 5 * block}
                                                         : std::vector<std::int64_t>{block, 3 * block};
       for (const std::int64_t in : ins) {
-        // 48: the 16-row groups of the AVX-512 layouts (Q4_K).
+        // 48: the 16-row groups of the AVX-512 layouts (Q4_K, Q6_K).
         for (const std::int64_t out : {8, 13, 24, 40, 48}) {
           const quantized_matrix m = random_matrix(type, in, out, rng);
           // 299 and 300: past the largest block of activation rows the batched kernels take at a
@@ -240,7 +240,7 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(cpu::pack_weight(q3.w) == 0);
 }
 
-TEST_CASE("Q8_0, 16-row Q4_K and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
+TEST_CASE("Q8_0, 16-row Q4_K and Q6_K, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -256,12 +256,17 @@ TEST_CASE("Q8_0, 16-row Q4_K and 4-row Q6_K layouts are made only where the AVX-
     quantized_matrix k24 = random_matrix(tensor_type::q4_K, 256, 24, rng);  // not a multiple of 16
     CHECK(cpu::pack_weight(k24.w) > 0);
     CHECK(k24.w.packed_rows == 8);
-    quantized_matrix q6 = random_matrix(tensor_type::q6_K, 256, 16, rng);
+    quantized_matrix q6 = random_matrix(tensor_type::q6_K, 256, 32, rng);
     CHECK((cpu::pack_weight(q6.w) > 0) == vnni);
-    CHECK(q6.w.packed_rows == (vnni ? 4 : 0));
+    CHECK(q6.w.packed_rows == (vnni ? 16 : 0));
+    quantized_matrix q6_24 = random_matrix(tensor_type::q6_K, 256, 24, rng);  // not a multiple of 16
+    CHECK((cpu::pack_weight(q6_24.w) > 0) == vnni);
+    CHECK(q6_24.w.packed_rows == (vnni ? 4 : 0));
     if (vnni) {
-      // Row 5's block 0 sits second in the second group's first 4 blocks: one stream per 4 rows.
-      CHECK(std::memcmp(q6.w.packed + 4 * q6.w.row_bytes + sizeof(spite::gguf::block_q6_K), q6.w.row(5),
+      // 16 rows: a group's super-block is 3392 bytes, row 17's scale d second in the second.
+      CHECK(std::memcmp(q6.w.packed + 3392 + 2, q6.w.row(17) + offsetof(spite::gguf::block_q6_K, d), 2) == 0);
+      // 4 rows: row 5's block 0 sits second in the second group's first 4 blocks.
+      CHECK(std::memcmp(q6_24.w.packed + 4 * q6_24.w.row_bytes + sizeof(spite::gguf::block_q6_K), q6_24.w.row(5),
                         sizeof(spite::gguf::block_q6_K)) == 0);
     }
   }

@@ -1,0 +1,211 @@
+// Q6_K packed in 16-row groups for processors with AVX-512 VNNI, for decode and small batches.
+// The same bits as the reference's Q6_K dot (dot_row<q6_K> in ref_dot_kquants.cpp): per row and
+// super-block 8 int32 lanes (lane L: elements 4L..4L+3 of every 32-element group, times the
+// group's 16-element scale, less 32 x (sc[2L] bsum[2L] + sc[2L+1] bsum[2L+1])), one fma per lane
+// and super-block with d_x * d_w, the 8 lanes added as reduce8_vec adds them.
+//
+// The 4-row groups of pack_q6_K (simd_x86_q6k_avx512.cpp) keep the file's 210-byte blocks: each
+// 64-byte load straddles cache lines, the high bits are shuffled into place per row, and the
+// decode tile computed about 50 GB/s from cache, too close to the memory's pace for the two to
+// overlap (25 GB/s from memory, a plain read of the same bytes 35-40). Here a register is one
+// 4-element chunk of every row, so a lane is one vector of 16 rows: VPMADDUBSW and VPDPWSSD
+// per 64 products, no shuffles. Per group of 16 rows and super-block (3392 bytes, 53 cache
+// lines; the file's 16 x 210 = 3360 and 32 bytes of padding):
+//   d[16]             f16 at 2 r;
+//   scales[8][16][2]  i8 at 64 + 32 p + 2 r + h: row r's sc[2p + h] (an int16 pair per row for
+//                     the offset's VPMADDWD against bsums 2p, 2p + 1);
+//   low[32]           64-byte registers at 320 + 64 n: bytes 4r..4r+3 hold row r's elements of
+//                     chunk n (elements 4n..4n+3) in the low nibbles, of chunk n + 32 in the high;
+//   high[16]          64-byte registers at 2368 + 64 m: bits 2j..2j+1 of bytes 4r..4r+3 are the
+//                     top two bits of row r's chunk m + 16 j.
+// Made only where the AVX-512 kernels run and the row count is a multiple of 16; after
+// set_avx512(false) such a matrix goes through the AVX2 kernels on the file's layout.
+#include "simd_x86_avx512.hpp"
+
+#if defined(__x86_64__)
+#include <cstring>
+
+#include "ref_kquants.hpp"
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+constexpr std::size_t x16_scales = 64, x16_low = 320, x16_high = x16_low + 32 * 64;
+constexpr std::size_t x16_block = x16_high + 16 * 64;
+static_assert(x16_block % cache_line == 0 && x16_block == 16 * sizeof(gguf::block_q6_K) + 32);
+
+// Ternary-logic tables (operands A, B, C as 0xF0, 0xCC, 0xAA).
+constexpr int a_or_b_and_c = 0xF8;  // A | (B & C)
+constexpr int a_and_b_or_c = 0xEA;  // (A & B) | C
+
+// Chunk k (0..63) of the 16 rows: 4 unsigned 6-bit quants per row.
+template <int K>
+SPITE_AVX512 inline __m512i chunk(const std::byte* blk, __m512i m4, __m512i m2) {
+  __m512i low = _mm512_load_si512(blk + x16_low + 64 * (K % 32));
+  if constexpr (K >= 32) low = _mm512_srli_epi16(low, 4);
+  __m512i high = _mm512_load_si512(blk + x16_high + 64 * (K % 16));
+  // Bits 2j..2j+1 to bits 4..5; a bit that crosses into the next byte is masked off.
+  if constexpr (K / 16 == 0) high = _mm512_slli_epi16(high, 4);
+  if constexpr (K / 16 == 1) high = _mm512_slli_epi16(high, 2);
+  if constexpr (K / 16 == 3) high = _mm512_srli_epi16(high, 2);
+  return _mm512_ternarylogic_epi32(low, m4, _mm512_and_si512(high, m2), a_and_b_or_c);
+}
+
+// Chunk c, unpacked once, times each activation row's 4 values and the scales, into lane c % 8.
+template <int C, int T>
+SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i m2, __m512i scales,
+                              __m512i (*lanes)[8]) {
+  const __m512i q = chunk<C>(blk, m4, m2);
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    lanes[t][C % 8] = _mm512_dpwssd_epi32(lanes[t][C % 8], _mm512_maddubs_epi16(q, _mm512_set1_epi32(load_u32(xs[t] + 4 * C))), scales);
+  }
+}
+
+// Group g's 8 chunks into the 8 lanes.
+template <int G, int T>
+SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i m2, __m512i (*lanes)[8]) {
+  // Row r's sc[2G] and sc[2G + 1] as int16 (dword r), each then in both halves of the dword.
+  const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * G)));
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF), high16 = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const __m512i first = _mm512_ternarylogic_epi32(_mm512_slli_epi32(pairs, 16), pairs, low16, a_or_b_and_c);
+  const __m512i second = _mm512_ternarylogic_epi32(_mm512_srli_epi32(pairs, 16), pairs, high16, a_or_b_and_c);
+  lane<8 * G + 0, T>(blk, xs, m4, m2, first, lanes);
+  lane<8 * G + 1, T>(blk, xs, m4, m2, first, lanes);
+  lane<8 * G + 2, T>(blk, xs, m4, m2, first, lanes);
+  lane<8 * G + 3, T>(blk, xs, m4, m2, first, lanes);
+  lane<8 * G + 4, T>(blk, xs, m4, m2, second, lanes);
+  lane<8 * G + 5, T>(blk, xs, m4, m2, second, lanes);
+  lane<8 * G + 6, T>(blk, xs, m4, m2, second, lanes);
+  lane<8 * G + 7, T>(blk, xs, m4, m2, second, lanes);
+}
+
+// T activation rows (from x, `stride` blocks apart; results `out` floats apart) against a group
+// of 16 rows. Each chunk is unpacked once for the T rows.
+template <int T>
+SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
+                         std::int64_t out, float* y16) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+  __m512 acc[T][8];
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+    for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_setzero_ps();
+  }
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
+    const gguf::block_q8_K* xb[T];
+    const std::int8_t* xs[T];
+    __m512i lanes[T][8];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      xb[t] = x + t * stride + b;
+      xs[t] = xb[t]->qs;
+#pragma GCC unroll 8
+      for (int L = 0; L < 8; ++L) lanes[t][L] = _mm512_setzero_si512();
+    }
+    group<0, T>(blk, xs, m4, m2, lanes);
+    group<1, T>(blk, xs, m4, m2, lanes);
+    group<2, T>(blk, xs, m4, m2, lanes);
+    group<3, T>(blk, xs, m4, m2, lanes);
+    group<4, T>(blk, xs, m4, m2, lanes);
+    group<5, T>(blk, xs, m4, m2, lanes);
+    group<6, T>(blk, xs, m4, m2, lanes);
+    group<7, T>(blk, xs, m4, m2, lanes);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      const __m512 dxw = _mm512_mul_ps(dw, _mm512_set1_ps(xb[t]->d));
+#pragma GCC unroll 8
+      for (int L = 0; L < 8; ++L) {
+        // The -32 offset: sc[2L] bsum[2L] + sc[2L + 1] bsum[2L + 1], times 32.
+        const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * L)));
+        std::int32_t bsums;
+        std::memcpy(&bsums, xb[t]->bsums + 2 * L, 4);
+        const __m512i offset = _mm512_madd_epi16(pairs, _mm512_set1_epi32(bsums));
+        const __m512i l = _mm512_sub_epi32(lanes[t][L], _mm512_slli_epi32(offset, 5));
+        acc[t][L] = _mm512_fmadd_ps(dxw, _mm512_cvtepi32_ps(l), acc[t][L]);
+      }
+    }
+  }
+  // reduce8_vec's order: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m512 s0 = _mm512_add_ps(acc[t][0], acc[t][4]), s1 = _mm512_add_ps(acc[t][1], acc[t][5]);
+    const __m512 s2 = _mm512_add_ps(acc[t][2], acc[t][6]), s3 = _mm512_add_ps(acc[t][3], acc[t][7]);
+    _mm512_storeu_ps(y16 + t * out, _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
+  }
+}
+
+}  // namespace
+
+std::size_t pack_q6_K_x16(weight& w) {
+  if (avx512_q6_K_tiles() == nullptr || w.out % 16 != 0) return 0;
+  const std::int64_t nb = w.in / qkk, groups = w.out / 16;
+  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * x16_block;
+  auto buffer = make_aligned_bytes(bytes);  // zeroed
+  std::int8_t q[qkk], sc[16];
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < 16; ++r) {
+      const auto* row = reinterpret_cast<const gguf::block_q6_K*>(w.row(16 * g + r));
+      for (std::int64_t b = 0; b < nb; ++b) {
+        auto* dst = reinterpret_cast<std::uint8_t*>(buffer.get() + static_cast<std::size_t>(g * nb + b) * x16_block);
+        kquants::unpack_q6_K(row[b], q, sc);
+        std::memcpy(dst + 2 * r, &row[b].d, 2);
+        for (int s = 0; s < 16; ++s) dst[x16_scales + 32 * (s / 2) + 2 * r + s % 2] = static_cast<std::uint8_t>(sc[s]);
+        for (int k = 0; k < 64; ++k) {
+          for (int i = 0; i < 4; ++i) {
+            const auto v = static_cast<std::uint8_t>(q[4 * k + i]);
+            dst[x16_low + 64 * (k % 32) + 4 * r + i] |= static_cast<std::uint8_t>((v & 0xF) << (k >= 32 ? 4 : 0));
+            dst[x16_high + 64 * (k % 16) + 4 * r + i] |= static_cast<std::uint8_t>((v >> 4) << (2 * (k / 16)));
+          }
+        }
+      }
+    }
+  }
+  w.packed = buffer.get();
+  w.packed_owner = std::move(buffer);
+  w.packed_rows = 16;
+  return bytes;
+}
+
+void unpack_q6_K_row_x16(const std::byte* packed, std::int64_t o, std::int64_t nb, q6_K_row& r) {
+  const std::int64_t g = o / 16, row = o % 16;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const auto* blk = reinterpret_cast<const std::uint8_t*>(packed + static_cast<std::size_t>(g * nb + b) * x16_block);
+    std::uint16_t d;
+    std::memcpy(&d, blk + 2 * row, 2);
+    r.d[static_cast<std::size_t>(b)] = fp16_to_fp32(d);
+    std::int8_t sc[16];
+    for (int s = 0; s < 16; ++s) sc[s] = static_cast<std::int8_t>(blk[x16_scales + 32 * (s / 2) + 2 * row + s % 2]);
+    for (int s = 0; s < 16; ++s) r.offsets[static_cast<std::size_t>(16 * b + s)] = sc[s];
+    for (int grp = 0; grp < 8; ++grp) {
+      for (int i = 0; i < 16; ++i) r.scales[static_cast<std::size_t>(16 * (8 * b + grp) + i)] = sc[2 * grp + i / 8];
+    }
+    for (int k = 0; k < 64; ++k) {
+      for (int i = 0; i < 4; ++i) {
+        const int low = (blk[x16_low + 64 * (k % 32) + 4 * row + i] >> (k >= 32 ? 4 : 0)) & 0xF;
+        const int high = (blk[x16_high + 64 * (k % 16) + 4 * row + i] >> (2 * (k / 16))) & 3;
+        r.q[static_cast<std::size_t>(b * qkk + 4 * k + i)] = static_cast<std::uint8_t>(low | (high << 4));
+      }
+    }
+  }
+}
+
+bool matmul_q6_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (avx512_q6_K_tiles() == nullptr) return false;
+  const std::int64_t nb = w.in / qkk;
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * x16_block;
+  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
+  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+    const std::byte* group_base = w.packed + static_cast<std::size_t>(g) * group_bytes;
+    std::int64_t t = t0;
+    for (; t + 2 <= t1; t += 2) tile16<2>(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
+    if (t < t1) tile16<1>(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
+  });
+  return true;
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
