@@ -146,7 +146,14 @@ SPITE_AVX512 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_
   const std::size_t group_bytes = static_cast<std::size_t>(nb) * q4_0_packed_block;
   const next_group_prefetch ahead(group + group_bytes, group_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (t0 == 0) ahead.step(b);
+    if (t0 == 0 && K > 1) ahead.step(b);
+    if (t0 == 0 && K == 1) {
+      // Decode: the bytes 32 blocks (4.5 KB) ahead, in this group or the next. Fetching the
+      // next group at the same pace instead, Q4_0:5632:2048 from memory, three rounds
+      // interleaved: two threads 36-42 GB/s against 48-50 (one thread 22-30 against 29-30).
+      const std::size_t begin = static_cast<std::size_t>(b + 32) * q4_0_packed_block;
+      for (std::size_t off = begin & ~std::size_t{63}; off < begin + q4_0_packed_block; off += 64) prefetch_l1(group + off);
+    }
     const std::byte* blk = group + static_cast<std::size_t>(b) * q4_0_packed_block;
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     __m512i lo[2], hi[2];
