@@ -743,11 +743,9 @@ std::size_t pack_q6_K(weight& w);
 
 // simd_x86_q6k_x16.cpp: Q6_K packed by pack_q6_K_x16 (16-row groups, packed_rows 16) where the
 // AVX-512 VNNI kernels run and the row count is a multiple of 16. matmul_q6_K_x16 returns false,
-// having done nothing, when those kernels stand aside (set_avx512(false)); larger batches
-// unpack its rows with unpack_q6_K_row_x16.
+// having done nothing, when those kernels stand aside (set_avx512(false)).
 std::size_t pack_q6_K_x16(weight& w);
 bool matmul_q6_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
-void unpack_q6_K_row_x16(const std::byte* packed, std::int64_t o, std::int64_t nb, q6_K_row& r);
 
 // simd_x86_q8_0_packed.cpp: Q8_0 packed by pack_q8_0 (8-row groups of quants + 128 for
 // VPDPBUSD) where the AVX-512 VNNI kernels run.

@@ -477,10 +477,8 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   const q6_K_tiles avx2{q6_K_fused<4, 1>, q6_K_fused<1, 1>, q6_K_fused<1, 4>, q6_K_dot<2, 4>, q6_K_dot<1, 1>};
   const q6_K_tiles* vnni = avx512_q6_K_tiles();
   const q6_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
-  // 16-row groups (AVX-512 only): their own tile for decode and small batches, rows unpacked
-  // from them for larger ones.
-  const bool x16 = w.packed != nullptr && w.packed_rows == 16 && vnni != nullptr;
-  if (x16 && n_tokens < 16 && matmul_q6_K_x16(w, xq.data(), n_tokens, y, pool)) return;
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  if (w.packed != nullptr && w.packed_rows == 16 && matmul_q6_K_x16(w, xq.data(), n_tokens, y, pool)) return;
   if (n_tokens < 4) {
     by_row_groups(
         out, pool,
@@ -505,10 +503,7 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   const q6_K_blocks blocks(w);
   by_unpacked_row_pairs<q6_K_row>(
       w.in, out, n_tokens, token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K)), pool,
-      [&](std::int64_t o, q6_K_row& r) {
-        if (x16) return unpack_q6_K_row_x16(w.packed, o, nb, r);
-        unpack_q6_K_row(blocks.first(o), blocks.step(), nb, r);
-      },
+      [&](std::int64_t o, q6_K_row& r) { unpack_q6_K_row(blocks.first(o), blocks.step(), nb, r); },
       [&](const q6_K_row* const* rows, std::int64_t o, std::int64_t t) { tiles.dot24(rows, xq.data(), nb, t, out, o, y); },
       [&](const q6_K_row& row, std::int64_t o, std::int64_t t) {
         const q6_K_row* one = &row;

@@ -99,7 +99,6 @@ SPITE_AVX512 void gemv16(const std::byte* group, std::int64_t nb, const gguf::bl
     __m512i is = _mm512_setzero_si512(), ms = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
       constexpr int lines = static_cast<int>(x16_block / cache_line);
-#pragma GCC unroll 10
       for (int l = 10 * j; l < std::min(10 * j + 10, lines); ++l) prefetch_l1(blk + 2 * x16_block + cache_line * l);
       const unpacked_pair p(blk, j);
       is = _mm512_add_epi32(is, p.scaled_sum(blk, x[b], j));

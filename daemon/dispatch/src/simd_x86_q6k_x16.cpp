@@ -28,6 +28,7 @@
 #if defined(__x86_64__)
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ref_kquants.hpp"
 
@@ -84,7 +85,6 @@ SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* x
   // this tile at 47-65 % of a plain read of the same bytes (Q6_K:5632:2048 from memory); two
   // blocks ahead 92-98 % (one and two threads), four ahead 73-97 %.
   constexpr int lines = static_cast<int>(x16_block / cache_line);
-#pragma GCC unroll 7
   for (int j = 7 * G; j < std::min(7 * G + 7, lines); ++j) prefetch_l1(blk + 2 * x16_block + cache_line * j);
   lane<8 * G + 0, T>(blk, xs, m4, m2, first, lanes);
   lane<8 * G + 1, T>(blk, xs, m4, m2, first, lanes);
@@ -185,31 +185,97 @@ std::size_t pack_q6_K_x16(weight& w) {
   return bytes;
 }
 
-void unpack_q6_K_row_x16(const std::byte* packed, std::int64_t o, std::int64_t nb, q6_K_row& r) {
-  const std::int64_t g = o / 16, row = o % 16;
+namespace {
+
+// Group g's 8 chunks of the 16 rows, unpacked, to out[8g..8g+7].
+template <int G>
+SPITE_AVX512 inline void unpack_group(const std::byte* blk, __m512i m4, __m512i m2, __m512i* out) {
+  out[8 * G + 0] = chunk<8 * G + 0>(blk, m4, m2);
+  out[8 * G + 1] = chunk<8 * G + 1>(blk, m4, m2);
+  out[8 * G + 2] = chunk<8 * G + 2>(blk, m4, m2);
+  out[8 * G + 3] = chunk<8 * G + 3>(blk, m4, m2);
+  out[8 * G + 4] = chunk<8 * G + 4>(blk, m4, m2);
+  out[8 * G + 5] = chunk<8 * G + 5>(blk, m4, m2);
+  out[8 * G + 6] = chunk<8 * G + 6>(blk, m4, m2);
+  out[8 * G + 7] = chunk<8 * G + 7>(blk, m4, m2);
+}
+
+// The 16 rows of a group into q6_K_row form (for the batch tiles on unpacked rows): each
+// block's 64 chunks unpacked as the decode tile does, then each row's dword of each chunk
+// stored in place; scales and d per row.
+SPITE_AVX512 void unpack_group16(const std::byte* group_base, std::int64_t nb, q6_K_row* rows) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+  alignas(64) std::uint32_t chunks[64][16];
   for (std::int64_t b = 0; b < nb; ++b) {
-    const auto* blk = reinterpret_cast<const std::uint8_t*>(packed + static_cast<std::size_t>(g * nb + b) * x16_block);
-    std::uint16_t d;
-    std::memcpy(&d, blk + 2 * row, 2);
-    r.d[static_cast<std::size_t>(b)] = fp16_to_fp32(d);
-    std::int8_t sc[16];
-    for (int s = 0; s < 16; ++s) sc[s] = static_cast<std::int8_t>(blk[x16_scales + 32 * (s / 2) + 2 * row + s % 2]);
-    for (int s = 0; s < 16; ++s) r.offsets[static_cast<std::size_t>(16 * b + s)] = sc[s];
-    for (int grp = 0; grp < 8; ++grp) {
-      for (int i = 0; i < 16; ++i) r.scales[static_cast<std::size_t>(16 * (8 * b + grp) + i)] = sc[2 * grp + i / 8];
+    const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
+    {
+      __m512i q[64];
+      unpack_group<0>(blk, m4, m2, q);
+      unpack_group<1>(blk, m4, m2, q);
+      unpack_group<2>(blk, m4, m2, q);
+      unpack_group<3>(blk, m4, m2, q);
+      unpack_group<4>(blk, m4, m2, q);
+      unpack_group<5>(blk, m4, m2, q);
+      unpack_group<6>(blk, m4, m2, q);
+      unpack_group<7>(blk, m4, m2, q);
+      for (int k = 0; k < 64; ++k) _mm512_store_si512(chunks[k], q[k]);
     }
-    for (int k = 0; k < 64; ++k) {
-      for (int i = 0; i < 4; ++i) {
-        const int low = (blk[low_offset(k) + 4 * row + i] >> low_shift(k)) & 0xF;
-        const int high = (blk[high_offset(k) + 4 * row + i] >> high_shift(k)) & 3;
-        r.q[static_cast<std::size_t>(b * qkk + 4 * k + i)] = static_cast<std::uint8_t>(low | (high << 4));
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
+    alignas(64) float ds[16];
+    _mm512_store_ps(ds, d);
+    for (int r = 0; r < 16; ++r) {
+      q6_K_row& row = rows[r];
+      auto* q = reinterpret_cast<std::uint32_t*>(row.q.data() + b * qkk);
+      for (int k = 0; k < 64; ++k) q[k] = chunks[k][r];
+      row.d[static_cast<std::size_t>(b)] = ds[r];
+      std::int8_t sc[16];
+      for (int s = 0; s < 16; ++s) sc[s] = static_cast<std::int8_t>(blk[x16_scales + 32 * (s / 2) + 2 * r + s % 2]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row.offsets.data() + 16 * b),
+                          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))));
+      for (int grp = 0; grp < 8; ++grp) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row.scales.data() + 16 * (8 * b + grp)),
+                            _mm256_set_m128i(_mm_set1_epi16(sc[2 * grp + 1]), _mm_set1_epi16(sc[2 * grp])));
       }
     }
   }
 }
 
+// Batches: per group and block of activation rows, the 16 rows unpacked once, then the rows
+// in pairs against 4 activation rows at a time (the tiles of the file's layout).
+void batch16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool,
+             const q6_K_tiles& tiles) {
+  const std::int64_t nb = w.in / qkk, groups = w.out / 16, out = w.out;
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * x16_block;
+  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
+  const std::int64_t blocks = (n_tokens + block - 1) / block;
+  pool.parallel_for(groups * blocks, [&](std::int64_t begin, std::int64_t end, int) {
+    std::vector<q6_K_row> rows(16, q6_K_row(w.in));
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t g = i % groups, t0 = i / groups * block, t1 = std::min(n_tokens, t0 + block);
+      unpack_group16(w.packed + static_cast<std::size_t>(g) * group_bytes, nb, rows.data());
+      for (int p = 0; p < 8; ++p) {
+        const q6_K_row* pair[2] = {&rows[static_cast<std::size_t>(2 * p)], &rows[static_cast<std::size_t>(2 * p + 1)]};
+        const std::int64_t o = 16 * g + 2 * p;
+        std::int64_t t = t0;
+        for (; t + 4 <= t1; t += 4) tiles.dot24(pair, xq, nb, t, out, o, y);
+        for (; t < t1; ++t) {
+          tiles.dot11(&pair[0], xq, nb, t, out, o, y);
+          tiles.dot11(&pair[1], xq, nb, t, out, o + 1, y);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
 bool matmul_q6_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  if (avx512_q6_K_tiles() == nullptr) return false;
+  const q6_K_tiles* tiles = avx512_q6_K_tiles();
+  if (tiles == nullptr) return false;
+  if (n_tokens >= 16) {
+    batch16(w, xq, n_tokens, y, pool, *tiles);
+    return true;
+  }
   const std::int64_t nb = w.in / qkk;
   const std::size_t group_bytes = static_cast<std::size_t>(nb) * x16_block;
   const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
