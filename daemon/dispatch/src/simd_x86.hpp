@@ -752,6 +752,12 @@ bool matmul_q6_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
 std::size_t pack_q8_0(weight& w);
 void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
+// simd_x86_q5k_x16.cpp: Q5_K packed by pack_q5_K_x16 (16-row groups, packed_rows 16) where the
+// AVX-512 VNNI kernels run and the row count is a multiple of 16. matmul_q5_K_x16 returns false,
+// having done nothing, when those kernels stand aside (set_avx512(false)).
+std::size_t pack_q5_K_x16(weight& w);
+bool matmul_q5_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
+
 // simd_x86_q4k_x16.cpp: Q4_K packed by pack_q4_K_x16 (16-row groups, packed_rows 16) where the
 // AVX-512 VNNI kernels run and the row count is a multiple of 16. matmul_q4_K_x16 returns
 // false, having done nothing, when those kernels stand aside (set_avx512(false)).

@@ -386,7 +386,10 @@ std::size_t pack_layout(weight& w) {
   if (w.type == tensor_type::q5_0) return pack_q5_0(w);
   if (w.type == tensor_type::q5_1) return pack_q5_1(w);
   if (w.type == tensor_type::q4_1) return pack_q4_1(w);
-  if (w.type == tensor_type::q5_K) return pack_q5_K(w);
+  if (w.type == tensor_type::q5_K) {
+    const std::size_t x16 = pack_q5_K_x16(w);
+    return x16 > 0 ? x16 : pack_q5_K(w);
+  }
   if (w.type == tensor_type::q6_K) {
     const std::size_t x16 = pack_q6_K_x16(w);
     return x16 > 0 ? x16 : pack_q6_K(w);

@@ -10,3 +10,34 @@
 #include "simd_x86.hpp"
 
 #define SPITE_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+#if defined(__x86_64__)
+namespace spite::dispatch::cpu::x86 {
+
+// The 16-row tiles (simd_x86_q5k_x16.cpp, simd_x86_q6k_x16.cpp) take T activation rows `stride`
+// blocks apart; for super-block b: each row's block and quants, and its 8 lanes zeroed.
+template <int T>
+struct x16_activations {
+  const gguf::block_q8_K* block[T];
+  const std::int8_t* qs[T];
+  SPITE_AVX512 x16_activations(const gguf::block_q8_K* x, std::int64_t stride, std::int64_t b, __m512i (*lanes)[8]) {
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      block[t] = x + t * stride + b;
+      qs[t] = block[t]->qs;
+#pragma GCC unroll 8
+      for (int L = 0; L < 8; ++L) lanes[t][L] = _mm512_setzero_si512();
+    }
+  }
+};
+
+// The 8 lane vectors of 16 rows added as reduce8_vec adds a row's 8 lanes:
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+SPITE_AVX512 inline __m512 x16_lane_sum(const __m512* acc) {
+  const __m512 s0 = _mm512_add_ps(acc[0], acc[4]), s1 = _mm512_add_ps(acc[1], acc[5]);
+  const __m512 s2 = _mm512_add_ps(acc[2], acc[6]), s3 = _mm512_add_ps(acc[3], acc[7]);
+  return _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+}
+
+}  // namespace spite::dispatch::cpu::x86
+#endif

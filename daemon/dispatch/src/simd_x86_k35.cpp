@@ -306,7 +306,12 @@ void matmul_k35(const weight& w, const float* x, std::int64_t n_tokens, float* y
   std::vector<gguf::block_q8_K> xq;
   quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   if constexpr (!is_q3) {
-    if (w.packed != nullptr) return matmul_q5_K_packed(w, xq.data(), n_tokens, y, pool);
+    // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+    if (w.packed != nullptr && w.packed_rows == 16) {
+      if (matmul_q5_K_x16(w, xq.data(), n_tokens, y, pool)) return;
+    } else if (w.packed != nullptr) {
+      return matmul_q5_K_packed(w, xq.data(), n_tokens, y, pool);
+    }
   }
   const std::int64_t out = w.out;
   if (n_tokens < 4) {

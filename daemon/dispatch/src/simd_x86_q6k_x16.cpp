@@ -110,16 +110,10 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
   }
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
-    const gguf::block_q8_K* xb[T];
-    const std::int8_t* xs[T];
     __m512i lanes[T][8];
-#pragma GCC unroll 2
-    for (int t = 0; t < T; ++t) {
-      xb[t] = x + t * stride + b;
-      xs[t] = xb[t]->qs;
-#pragma GCC unroll 8
-      for (int L = 0; L < 8; ++L) lanes[t][L] = _mm512_setzero_si512();
-    }
+    const x16_activations<T> act(x, stride, b, lanes);
+    const gguf::block_q8_K* const* xb = act.block;
+    const std::int8_t* const* xs = act.qs;
     group<0, T>(blk, xs, m4, m2, lanes);
     group<1, T>(blk, xs, m4, m2, lanes);
     group<2, T>(blk, xs, m4, m2, lanes);
@@ -147,9 +141,7 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
   // reduce8_vec's order: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
 #pragma GCC unroll 2
   for (int t = 0; t < T; ++t) {
-    const __m512 s0 = _mm512_add_ps(acc[t][0], acc[t][4]), s1 = _mm512_add_ps(acc[t][1], acc[t][5]);
-    const __m512 s2 = _mm512_add_ps(acc[t][2], acc[t][6]), s3 = _mm512_add_ps(acc[t][3], acc[t][7]);
-    _mm512_storeu_ps(y16 + t * out, _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
+    _mm512_storeu_ps(y16 + t * out, x16_lane_sum(acc[t]));
   }
 }
 

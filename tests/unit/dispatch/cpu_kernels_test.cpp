@@ -127,7 +127,7 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
       const std::vector<std::int64_t> ins = block == 32 ? std::vector<std::int64_t>{block, 3 * block, 5 * block}
                                                         : std::vector<std::int64_t>{block, 3 * block};
       for (const std::int64_t in : ins) {
-        // 48: the 16-row groups of the AVX-512 layouts (Q4_K, Q6_K).
+        // 48: the 16-row groups of the AVX-512 layouts (Q4_K, Q5_K, Q6_K).
         for (const std::int64_t out : {8, 13, 24, 40, 48}) {
           const quantized_matrix m = random_matrix(type, in, out, rng);
           // 299 and 300: past the largest block of activation rows the batched kernels take at a
@@ -260,7 +260,7 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(cpu::pack_weight(q3.w) == 0);
 }
 
-TEST_CASE("Q8_0, 16-row Q4_K and Q6_K, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
+TEST_CASE("Q8_0, 16-row Q4_K, Q5_K and Q6_K, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -276,6 +276,12 @@ TEST_CASE("Q8_0, 16-row Q4_K and Q6_K, and 4-row Q6_K layouts are made only wher
     quantized_matrix k24 = random_matrix(tensor_type::q4_K, 256, 24, rng);  // not a multiple of 16
     CHECK(cpu::pack_weight(k24.w) > 0);
     CHECK(k24.w.packed_rows == 8);
+    quantized_matrix q5 = random_matrix(tensor_type::q5_K, 256, 32, rng);
+    CHECK(cpu::pack_weight(q5.w) > 0);
+    CHECK(q5.w.packed_rows == (vnni ? 16 : 8));
+    quantized_matrix q5_24 = random_matrix(tensor_type::q5_K, 256, 24, rng);  // not a multiple of 16
+    CHECK(cpu::pack_weight(q5_24.w) > 0);
+    CHECK(q5_24.w.packed_rows == 8);
     quantized_matrix q6 = random_matrix(tensor_type::q6_K, 256, 32, rng);
     CHECK((cpu::pack_weight(q6.w) > 0) == vnni);
     CHECK(q6.w.packed_rows == (vnni ? 16 : 0));

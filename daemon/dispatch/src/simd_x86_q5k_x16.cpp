@@ -1,0 +1,188 @@
+// Q5_K packed in 16-row groups for processors with AVX-512 VNNI. The same bits as the reference's
+// Q5_K dot (dot_row<q5_K> in ref_kquants.hpp; the 8-row layout of simd_x86_q5k_packed.cpp keeps
+// them the same way): per row and super-block 8 int32 lanes (lane L: elements 4L..4L+3 of every
+// 32-element group times the group's scale), one fma per lane and super-block with d_x * d_w,
+// the 8 lanes added in reduce8_vec's order, then the mins chain fma(-d_x * dmin_w, sum_g min_g *
+// (bsum[2g] + bsum[2g + 1]), summs) added.
+//
+// The 8-row layout computes with 256-bit registers (about 32 GB/s from cache, one thread: less
+// than the memory gives). Here a 64-byte register is one 4-element chunk of 16 rows, so a lane of
+// 16 rows is one vector (VPMADDUBSW and VPDPWSSD per 64 products), as in simd_x86_q6k_x16.cpp.
+// Per group of 16 rows and super-block (2880 bytes, 45 cache lines; the file's 16 x 176 = 2816
+// and 64 bytes of padding):
+//   d[16], dmin[16]  f16 at 2 r and 32 + 2 r;
+//   scales[8][16]    u8 at 64 + 16 g + r: row r's scale of group g;
+//   mins[4][16][2]   u8 at 192 + 32 p + 2 r + h: row r's min of group 2p + h;
+//   then per 32-element group g, 320 bytes at 320 + 320 g, in the order the tile reads them:
+//     low[4]         64-byte registers at + 64 n: bytes 4r..4r+3 hold row r's elements
+//                    32g + 4n..+3 (lane n) in the low nibbles and 32g + 16 + 4n..+3 (lane n + 4)
+//                    in the high;
+//     high           a 64-byte register at + 256: bit L of byte 4r + j is the fifth bit of row
+//                    r's element 32g + 4L + j.
+// Made only where the AVX-512 kernels run and the row count is a multiple of 16; after
+// set_avx512(false) such a matrix goes through the AVX2 kernels on the file's layout.
+#include "simd_x86_avx512.hpp"
+
+#if defined(__x86_64__)
+#include <algorithm>
+#include <cstring>
+
+#include "ref_kquants.hpp"
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+constexpr std::size_t x16_dmin = 32, x16_scales = 64, x16_mins = 192, x16_groups = 320, x16_group = 5 * 64;
+constexpr std::size_t x16_block = x16_groups + 8 * x16_group;
+static_assert(x16_block % cache_line == 0 && x16_block == 16 * sizeof(gguf::block_q5_K) + 64);
+
+constexpr int a_and_b_or_c = 0xEA;  // ternary logic (A & B) | C
+
+// Lane L of group G of the 16 rows: 4 unsigned 5-bit quants per row.
+template <int G, int L>
+SPITE_AVX512 inline __m512i chunk(const std::byte* blk, __m512i m4, __m512i m5) {
+  const std::byte* group = blk + x16_groups + x16_group * G;
+  __m512i low = _mm512_load_si512(group + 64 * (L % 4));
+  if constexpr (L >= 4) low = _mm512_srli_epi16(low, 4);
+  __m512i high = _mm512_load_si512(group + 256);
+  // Bit L to bit 4; bits crossing into a neighbour byte land outside bit 4 and are masked off.
+  if constexpr (L < 4) high = _mm512_slli_epi16(high, 4 - L);
+  if constexpr (L > 4) high = _mm512_srli_epi16(high, L - 4);
+  return _mm512_ternarylogic_epi32(low, m4, _mm512_and_si512(high, m5), a_and_b_or_c);
+}
+
+template <int G, int L, int T>
+SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i m5, __m512i scales,
+                              __m512i (*lanes)[8]) {
+  const __m512i q = chunk<G, L>(blk, m4, m5);
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    lanes[t][L] = _mm512_dpwssd_epi32(lanes[t][L], _mm512_maddubs_epi16(q, _mm512_set1_epi32(load_u32(xs[t] + 32 * G + 4 * L))), scales);
+  }
+}
+
+// Group g's 8 lanes; the super-block two ahead prefetched a few lines at a time.
+template <int G, int T>
+SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i m5, __m512i (*lanes)[8]) {
+  constexpr int lines = static_cast<int>(x16_block / cache_line);
+  for (int j = 6 * G; j < std::min(6 * G + 6, lines); ++j) prefetch_l1(blk + 2 * x16_block + cache_line * j);
+  // Row r's scale of group G as an int16 pair (dword r).
+  const __m512i s = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + x16_scales + 16 * G)));
+  const __m512i scales = _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
+  lane<G, 0, T>(blk, xs, m4, m5, scales, lanes);
+  lane<G, 1, T>(blk, xs, m4, m5, scales, lanes);
+  lane<G, 2, T>(blk, xs, m4, m5, scales, lanes);
+  lane<G, 3, T>(blk, xs, m4, m5, scales, lanes);
+  lane<G, 4, T>(blk, xs, m4, m5, scales, lanes);
+  lane<G, 5, T>(blk, xs, m4, m5, scales, lanes);
+  lane<G, 6, T>(blk, xs, m4, m5, scales, lanes);
+  lane<G, 7, T>(blk, xs, m4, m5, scales, lanes);
+}
+
+// T activation rows (from x, `stride` blocks apart; results `out` floats apart) against a group
+// of 16 rows.
+template <int T>
+SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
+                         std::int64_t out, float* y16) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m5 = _mm512_set1_epi8(0x10);
+  __m512 acc[T][8], summs[T];
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    summs[t] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_setzero_ps();
+  }
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
+    __m512i lanes[T][8];
+    const x16_activations<T> act(x, stride, b, lanes);
+    const gguf::block_q8_K* const* xb = act.block;
+    const std::int8_t* const* xs = act.qs;
+    group<0, T>(blk, xs, m4, m5, lanes);
+    group<1, T>(blk, xs, m4, m5, lanes);
+    group<2, T>(blk, xs, m4, m5, lanes);
+    group<3, T>(blk, xs, m4, m5, lanes);
+    group<4, T>(blk, xs, m4, m5, lanes);
+    group<5, T>(blk, xs, m4, m5, lanes);
+    group<6, T>(blk, xs, m4, m5, lanes);
+    group<7, T>(blk, xs, m4, m5, lanes);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
+    const __m512 dmw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_dmin)));
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(xb[t]->d), dw);
+#pragma GCC unroll 8
+      for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(lanes[t][L]), acc[t][L]);
+      // The mins: sum over group pairs p of min_2p (bsum[4p] + bsum[4p + 1]) + min_2p+1 (...).
+      __m512i msum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
+        const auto bp0 = static_cast<std::uint16_t>(xb[t]->bsums[4 * p] + xb[t]->bsums[4 * p + 1]);
+        const auto bp1 = static_cast<std::uint16_t>(xb[t]->bsums[4 * p + 2] + xb[t]->bsums[4 * p + 3]);
+        const __m512i mins = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_mins + 32 * p)));
+        msum = _mm512_add_epi32(msum, _mm512_madd_epi16(mins, _mm512_set1_epi32(static_cast<int>(bp0 | (std::uint32_t{bp1} << 16)))));
+      }
+      summs[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-xb[t]->d), dmw), _mm512_cvtepi32_ps(msum), summs[t]);
+    }
+  }
+  // reduce8_vec's order, then the mins.
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    _mm512_storeu_ps(y16 + t * out, _mm512_add_ps(x16_lane_sum(acc[t]), summs[t]));
+  }
+}
+
+}  // namespace
+
+std::size_t pack_q5_K_x16(weight& w) {
+  if (avx512_q6_K_tiles() == nullptr || w.out % 16 != 0) return 0;  // the AVX-512 VNNI kernels run
+  const std::int64_t nb = w.in / qkk, groups = w.out / 16;
+  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * x16_block;
+  auto buffer = make_aligned_bytes(bytes);  // zeroed
+  std::int8_t q[qkk], sc16[16], mins[8];
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < 16; ++r) {
+      const auto* row = reinterpret_cast<const gguf::block_q5_K*>(w.row(16 * g + r));
+      for (std::int64_t b = 0; b < nb; ++b) {
+        auto* dst = reinterpret_cast<std::uint8_t*>(buffer.get() + static_cast<std::size_t>(g * nb + b) * x16_block);
+        kquants::unpack_q5_K(row[b], q, sc16, mins);
+        std::memcpy(dst + 2 * r, &row[b].d, 2);
+        std::memcpy(dst + x16_dmin + 2 * r, &row[b].dmin, 2);
+        for (int grp = 0; grp < 8; ++grp) {
+          dst[x16_scales + 16 * grp + r] = static_cast<std::uint8_t>(sc16[2 * grp]);
+          dst[x16_mins + 32 * (grp / 2) + 2 * r + grp % 2] = static_cast<std::uint8_t>(mins[grp]);
+          std::uint8_t* gd = dst + x16_groups + x16_group * static_cast<std::size_t>(grp);
+          for (int L = 0; L < 8; ++L) {
+            for (int j = 0; j < 4; ++j) {
+              const auto v = static_cast<std::uint8_t>(q[32 * grp + 4 * L + j]);
+              gd[64 * (L % 4) + 4 * r + j] |= static_cast<std::uint8_t>((v & 0xF) << (L >= 4 ? 4 : 0));
+              gd[256 + 4 * r + j] |= static_cast<std::uint8_t>((v >> 4) << L);
+            }
+          }
+        }
+      }
+    }
+  }
+  w.packed = buffer.get();
+  w.packed_owner = std::move(buffer);
+  w.packed_rows = 16;
+  return bytes;
+}
+
+bool matmul_q5_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (avx512_q6_K_tiles() == nullptr) return false;
+  const std::int64_t nb = w.in / qkk;
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * x16_block;
+  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
+  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+    const std::byte* group_base = w.packed + static_cast<std::size_t>(g) * group_bytes;
+    std::int64_t t = t0;
+    for (; t + 2 <= t1; t += 2) tile16<2>(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
+    if (t < t1) tile16<1>(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
+  });
+  return true;
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
