@@ -5,9 +5,9 @@
 // and super-block with d_x * d_w, the 8 lanes added as reduce8_vec adds them.
 //
 // The 4-row groups of pack_q6_K (simd_x86_q6k_avx512.cpp) keep the file's 210-byte blocks: each
-// 64-byte load straddles cache lines, the high bits are shuffled into place per row, and the
-// decode tile computed about 50 GB/s from cache, too close to the memory's pace for the two to
-// overlap (25 GB/s from memory, a plain read of the same bytes 35-40). Here a register is one
+// 64-byte load straddles cache lines and the high bits are shuffled into place per row (the
+// decode tile: 51-53 GB/s from L3, 24-33 from memory where a plain read gave 35-45; this one
+// 56-66 and, with its prefetch, 41-44, Q6_K:5632:2048, one thread). Here a register is one
 // 4-element chunk of every row, so a lane is one vector of 16 rows: VPMADDUBSW and VPDPWSSD
 // per 64 products, no shuffles. Per group of 16 rows and super-block (3392 bytes, 53 cache
 // lines; the file's 16 x 210 = 3360 and 32 bytes of padding):
