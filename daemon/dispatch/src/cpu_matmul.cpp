@@ -144,9 +144,9 @@ void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, th
 
 namespace {
 
-// Whether the kernels multiply w from its packed layout alone. The 16-row Q4_K and Q6_K layouts
-// serve the AVX-512 kernels only; after set_avx512(false) their matrices are read in the file's
-// layout.
+// Whether the kernels multiply w from its packed layout alone. The 16-row Q4_K, Q5_K and Q6_K
+// layouts serve the AVX-512 kernels only; after set_avx512(false) their matrices are read in the
+// file's layout.
 bool reads_packed_only(const weight& w) {
   return w.packed != nullptr && (w.packed_rows != 16 || has_avx512_kernels());
 }

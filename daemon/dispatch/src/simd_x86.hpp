@@ -282,7 +282,7 @@ inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*s
 // Decode streams each weight once. A group of rows is a contiguous region and the next group
 // follows it, so while one group is multiplied the next one is prefetched at the same pace:
 // rows of a few KiB are too short for the hardware prefetchers to ramp up on by themselves.
-// Decode of the AVX-512 layouts (packed Q4_0 and Q8_0, 16-row Q4_K and Q6_K) instead fetches a
+// Decode of the AVX-512 layouts (packed Q4_0 and Q8_0, 16-row Q4_K, Q5_K, Q6_K) instead fetches a
 // few KB ahead of where it reads, a block's share at a time, which measured better than both the
 // next group and the hardware prefetchers alone (docs/performance.md); Q6_K in 4-row groups
 // decodes without software prefetch.
