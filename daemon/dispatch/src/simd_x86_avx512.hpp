@@ -39,5 +39,26 @@ SPITE_AVX512 inline __m512 x16_lane_sum(const __m512* acc) {
   return _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
 }
 
+// A 16-row tile: T activation rows from x (`stride` blocks apart) against the group at
+// group_base; results `out` floats apart from y16.
+using x16_tile_fn = void (*)(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
+                             std::int64_t out, float* y16);
+
+// A matmul on a 16-row layout of `block_bytes` per group and super-block: each group against
+// each block of activation rows, two rows per pass (each chunk unpacked once for both), then
+// the last one alone.
+inline void x16_matmul(const weight& w, std::size_t block_bytes, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y,
+                       thread_pool& pool, x16_tile_fn two, x16_tile_fn one) {
+  const std::int64_t nb = w.in / qkk;
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * block_bytes;
+  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
+  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+    const std::byte* group_base = w.packed + static_cast<std::size_t>(g) * group_bytes;
+    std::int64_t t = t0;
+    for (; t + 2 <= t1; t += 2) two(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
+    if (t < t1) one(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
+  });
+}
+
 }  // namespace spite::dispatch::cpu::x86
 #endif

@@ -171,15 +171,7 @@ std::size_t pack_q5_K_x16(weight& w) {
 
 bool matmul_q5_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (avx512_q6_K_tiles() == nullptr) return false;
-  const std::int64_t nb = w.in / qkk;
-  const std::size_t group_bytes = static_cast<std::size_t>(nb) * x16_block;
-  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
-  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-    const std::byte* group_base = w.packed + static_cast<std::size_t>(g) * group_bytes;
-    std::int64_t t = t0;
-    for (; t + 2 <= t1; t += 2) tile16<2>(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
-    if (t < t1) tile16<1>(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
-  });
+  x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
   return true;
 }
 

@@ -182,15 +182,7 @@ bool matmul_q6_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
   // beat unpacking rows once per block of activation rows for the row-pair tiles
   // (Q6_K:2048:2048, 128 rows, one thread: 275-291 against 164-167 GFLOP/s; Q4_K_M prefill 512
   // 158 against 145 t/s).
-  const std::int64_t nb = w.in / qkk;
-  const std::size_t group_bytes = static_cast<std::size_t>(nb) * x16_block;
-  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
-  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-    const std::byte* group_base = w.packed + static_cast<std::size_t>(g) * group_bytes;
-    std::int64_t t = t0;
-    for (; t + 2 <= t1; t += 2) tile16<2>(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
-    if (t < t1) tile16<1>(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
-  });
+  x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
   return true;
 }
 
