@@ -108,6 +108,9 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
     group<7, T>(blk, xs, m4, m5, lanes);
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
     const __m512 dmw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_dmin)));
+    __m512i mins[4];  // group pair p's mins of the 16 rows, an int16 pair per row
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) mins[p] = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_mins + 32 * p)));
 #pragma GCC unroll 2
     for (int t = 0; t < T; ++t) {
       const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(xb[t]->d), dw);
@@ -119,8 +122,7 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
       for (int p = 0; p < 4; ++p) {
         const auto bp0 = static_cast<std::uint16_t>(xb[t]->bsums[4 * p] + xb[t]->bsums[4 * p + 1]);
         const auto bp1 = static_cast<std::uint16_t>(xb[t]->bsums[4 * p + 2] + xb[t]->bsums[4 * p + 3]);
-        const __m512i mins = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_mins + 32 * p)));
-        msum = _mm512_add_epi32(msum, _mm512_madd_epi16(mins, _mm512_set1_epi32(static_cast<int>(bp0 | (std::uint32_t{bp1} << 16)))));
+        msum = _mm512_add_epi32(msum, _mm512_madd_epi16(mins[p], _mm512_set1_epi32(static_cast<int>(bp0 | (std::uint32_t{bp1} << 16)))));
       }
       summs[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-xb[t]->d), dmw), _mm512_cvtepi32_ps(msum), summs[t]);
     }
@@ -135,7 +137,7 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
 }  // namespace
 
 std::size_t pack_q5_K_x16(weight& w) {
-  if (avx512_q6_K_tiles() == nullptr || w.out % 16 != 0) return 0;  // the AVX-512 VNNI kernels run
+  if (avx512_q4_K_tiles() == nullptr || w.out % 16 != 0) return 0;  // the AVX-512 VNNI kernels run
   const std::int64_t nb = w.in / qkk, groups = w.out / 16;
   const std::size_t bytes = static_cast<std::size_t>(groups * nb) * x16_block;
   auto buffer = make_aligned_bytes(bytes);  // zeroed
@@ -170,7 +172,7 @@ std::size_t pack_q5_K_x16(weight& w) {
 }
 
 bool matmul_q5_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  if (avx512_q6_K_tiles() == nullptr) return false;
+  if (avx512_q4_K_tiles() == nullptr) return false;
   x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
   return true;
 }
