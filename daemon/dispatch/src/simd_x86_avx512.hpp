@@ -31,6 +31,32 @@ struct x16_activations {
   }
 };
 
+// Ternary-logic tables (operands A, B, C as 0xF0, 0xCC, 0xAA).
+constexpr int a_or_b_and_c = 0xF8;  // A | (B & C)
+constexpr int a_and_b_or_c = 0xEA;  // (A & B) | C
+
+// Dword r of `pairs` holds two int16 (a row's scales): the first (K = 0) or the second (K = 1)
+// in both halves of dword r, for VPDPWSSD against a pair of products.
+template <int K>
+SPITE_AVX512 inline __m512i x16_pair_half(__m512i pairs) {
+  if constexpr (K == 0) {
+    return _mm512_ternarylogic_epi32(_mm512_slli_epi32(pairs, 16), pairs, _mm512_set1_epi32(0xFFFF), a_or_b_and_c);
+  } else {
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(pairs, 16), pairs, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)),
+                                     a_or_b_and_c);
+  }
+}
+
+// T activation rows' float accumulators, 8 lanes each, zeroed.
+template <int T>
+SPITE_AVX512 inline void x16_zero(__m512 (*acc)[8]) {
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+    for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_setzero_ps();
+  }
+}
+
 // The 8 lane vectors of 16 rows added as reduce8_vec adds a row's 8 lanes:
 // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
 SPITE_AVX512 inline __m512 x16_lane_sum(const __m512* acc) {
@@ -46,9 +72,10 @@ using x16_tile_fn = void (*)(const std::byte* group_base, std::int64_t nb, const
 
 // A matmul on a 16-row layout of `block_bytes` per group and super-block: each group against
 // each block of activation rows, two rows per pass (each chunk unpacked once for both), then
-// the last one alone.
-inline void x16_matmul(const weight& w, std::size_t block_bytes, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y,
+// the last one alone. False, having done nothing, when the AVX-512 kernels stand aside.
+inline bool x16_matmul(const weight& w, std::size_t block_bytes, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y,
                        thread_pool& pool, x16_tile_fn two, x16_tile_fn one) {
+  if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qkk;
   const std::size_t group_bytes = static_cast<std::size_t>(nb) * block_bytes;
   const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
@@ -58,6 +85,30 @@ inline void x16_matmul(const weight& w, std::size_t block_bytes, const gguf::blo
     for (; t + 2 <= t1; t += 2) two(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
     if (t < t1) one(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
   });
+  return true;
+}
+
+// Packs w into a 16-row layout of `block_bytes` per group and super-block, where the AVX-512
+// VNNI kernels run and w.out is a multiple of 16 (else 0, nothing done). fill(dst, block, r)
+// writes row r's super-block `block` into its group's zeroed block at dst.
+template <class Block, class Fill>
+std::size_t x16_pack(weight& w, std::size_t block_bytes, Fill fill) {
+  if (avx512_q4_K_tiles() == nullptr || w.out % 16 != 0) return 0;
+  const std::int64_t nb = w.in / qkk, groups = w.out / 16;
+  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * block_bytes;
+  auto buffer = make_aligned_bytes(bytes);  // zeroed
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < 16; ++r) {
+      const auto* row = reinterpret_cast<const Block*>(w.row(16 * g + r));
+      for (std::int64_t b = 0; b < nb; ++b) {
+        fill(reinterpret_cast<std::uint8_t*>(buffer.get() + static_cast<std::size_t>(g * nb + b) * block_bytes), row[b], r);
+      }
+    }
+  }
+  w.packed = buffer.get();
+  w.packed_owner = std::move(buffer);
+  w.packed_rows = 16;
+  return bytes;
 }
 
 }  // namespace spite::dispatch::cpu::x86

@@ -36,8 +36,6 @@ constexpr std::size_t x16_dmin = 32, x16_scales = 64, x16_mins = 192, x16_groups
 constexpr std::size_t x16_block = x16_groups + 8 * x16_group;
 static_assert(x16_block % cache_line == 0 && x16_block == 16 * sizeof(gguf::block_q5_K) + 64);
 
-constexpr int a_and_b_or_c = 0xEA;  // ternary logic (A & B) | C
-
 // Lane L of group G of the 16 rows: 4 unsigned 5-bit quants per row.
 template <int G, int L>
 SPITE_AVX512 inline __m512i chunk(const std::byte* blk, __m512i m4, __m512i m5) {
@@ -137,44 +135,28 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
 }  // namespace
 
 std::size_t pack_q5_K_x16(weight& w) {
-  if (avx512_q4_K_tiles() == nullptr || w.out % 16 != 0) return 0;  // the AVX-512 VNNI kernels run
-  const std::int64_t nb = w.in / qkk, groups = w.out / 16;
-  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * x16_block;
-  auto buffer = make_aligned_bytes(bytes);  // zeroed
-  std::int8_t q[qkk], sc16[16], mins[8];
-  for (std::int64_t g = 0; g < groups; ++g) {
-    for (int r = 0; r < 16; ++r) {
-      const auto* row = reinterpret_cast<const gguf::block_q5_K*>(w.row(16 * g + r));
-      for (std::int64_t b = 0; b < nb; ++b) {
-        auto* dst = reinterpret_cast<std::uint8_t*>(buffer.get() + static_cast<std::size_t>(g * nb + b) * x16_block);
-        kquants::unpack_q5_K(row[b], q, sc16, mins);
-        std::memcpy(dst + 2 * r, &row[b].d, 2);
-        std::memcpy(dst + x16_dmin + 2 * r, &row[b].dmin, 2);
-        for (int grp = 0; grp < 8; ++grp) {
-          dst[x16_scales + 16 * grp + r] = static_cast<std::uint8_t>(sc16[2 * grp]);
-          dst[x16_mins + 32 * (grp / 2) + 2 * r + grp % 2] = static_cast<std::uint8_t>(mins[grp]);
-          std::uint8_t* gd = dst + x16_groups + x16_group * static_cast<std::size_t>(grp);
-          for (int L = 0; L < 8; ++L) {
-            for (int j = 0; j < 4; ++j) {
-              const auto v = static_cast<std::uint8_t>(q[32 * grp + 4 * L + j]);
-              gd[64 * (L % 4) + 4 * r + j] |= static_cast<std::uint8_t>((v & 0xF) << (L >= 4 ? 4 : 0));
-              gd[256 + 4 * r + j] |= static_cast<std::uint8_t>((v >> 4) << L);
-            }
-          }
+  return x16_pack<gguf::block_q5_K>(w, x16_block, [](std::uint8_t* dst, const gguf::block_q5_K& blk, int r) {
+    std::int8_t q[qkk], sc16[16], mins[8];
+    kquants::unpack_q5_K(blk, q, sc16, mins);
+    std::memcpy(dst + 2 * r, &blk.d, 2);
+    std::memcpy(dst + x16_dmin + 2 * r, &blk.dmin, 2);
+    for (int grp = 0; grp < 8; ++grp) {
+      dst[x16_scales + 16 * grp + r] = static_cast<std::uint8_t>(sc16[2 * grp]);
+      dst[x16_mins + 32 * (grp / 2) + 2 * r + grp % 2] = static_cast<std::uint8_t>(mins[grp]);
+      std::uint8_t* gd = dst + x16_groups + x16_group * static_cast<std::size_t>(grp);
+      for (int L = 0; L < 8; ++L) {
+        for (int j = 0; j < 4; ++j) {
+          const auto v = static_cast<std::uint8_t>(q[32 * grp + 4 * L + j]);
+          gd[64 * (L % 4) + 4 * r + j] |= static_cast<std::uint8_t>((v & 0xF) << (L >= 4 ? 4 : 0));
+          gd[256 + 4 * r + j] |= static_cast<std::uint8_t>((v >> 4) << L);
         }
       }
     }
-  }
-  w.packed = buffer.get();
-  w.packed_owner = std::move(buffer);
-  w.packed_rows = 16;
-  return bytes;
+  });
 }
 
 bool matmul_q5_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  if (avx512_q4_K_tiles() == nullptr) return false;
-  x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
-  return true;
+  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
 }
 
 }  // namespace spite::dispatch::cpu::x86

@@ -44,10 +44,6 @@ constexpr int low_shift(int k) { return k % 8 >= 4 ? 4 : 0; }
 constexpr std::size_t high_offset(int k) { return x16_groups + x16_group * (k / 8) + 256 + 64 * (k % 8 / 4); }
 constexpr int high_shift(int k) { return 2 * (k % 4); }
 
-// Ternary-logic tables (operands A, B, C as 0xF0, 0xCC, 0xAA).
-constexpr int a_or_b_and_c = 0xF8;  // A | (B & C)
-constexpr int a_and_b_or_c = 0xEA;  // (A & B) | C
-
 // Chunk k (0..63) of the 16 rows: 4 unsigned 6-bit quants per row.
 template <int K>
 SPITE_AVX512 inline __m512i chunk(const std::byte* blk, __m512i m4, __m512i m2) {
@@ -77,9 +73,7 @@ template <int G, int T>
 SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i m2, __m512i (*lanes)[8]) {
   // Row r's sc[2G] and sc[2G + 1] as int16 (dword r), each then in both halves of the dword.
   const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * G)));
-  const __m512i low16 = _mm512_set1_epi32(0xFFFF), high16 = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const __m512i first = _mm512_ternarylogic_epi32(_mm512_slli_epi32(pairs, 16), pairs, low16, a_or_b_and_c);
-  const __m512i second = _mm512_ternarylogic_epi32(_mm512_srli_epi32(pairs, 16), pairs, high16, a_or_b_and_c);
+  const __m512i first = x16_pair_half<0>(pairs), second = x16_pair_half<1>(pairs);
   // The super-block two ahead, 7 of its 53 lines per group. The hardware prefetchers alone fed
   // this tile at 47-65 % of a plain read of the same bytes (Q6_K:5632:2048 from memory); two
   // blocks ahead 92-98 % (one and two threads), four ahead 73-97 %.
@@ -102,11 +96,7 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
                          std::int64_t out, float* y16) {
   const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
   __m512 acc[T][8];
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 8
-    for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_setzero_ps();
-  }
+  x16_zero<T>(acc);
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
     __m512i lanes[T][8];
@@ -147,43 +137,27 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
 }  // namespace
 
 std::size_t pack_q6_K_x16(weight& w) {
-  if (avx512_q6_K_tiles() == nullptr || w.out % 16 != 0) return 0;
-  const std::int64_t nb = w.in / qkk, groups = w.out / 16;
-  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * x16_block;
-  auto buffer = make_aligned_bytes(bytes);  // zeroed
-  std::int8_t q[qkk], sc[16];
-  for (std::int64_t g = 0; g < groups; ++g) {
-    for (int r = 0; r < 16; ++r) {
-      const auto* row = reinterpret_cast<const gguf::block_q6_K*>(w.row(16 * g + r));
-      for (std::int64_t b = 0; b < nb; ++b) {
-        auto* dst = reinterpret_cast<std::uint8_t*>(buffer.get() + static_cast<std::size_t>(g * nb + b) * x16_block);
-        kquants::unpack_q6_K(row[b], q, sc);
-        std::memcpy(dst + 2 * r, &row[b].d, 2);
-        for (int s = 0; s < 16; ++s) dst[x16_scales + 32 * (s / 2) + 2 * r + s % 2] = static_cast<std::uint8_t>(sc[s]);
-        for (int k = 0; k < 64; ++k) {
-          for (int i = 0; i < 4; ++i) {
-            const auto v = static_cast<std::uint8_t>(q[4 * k + i]);
-            dst[low_offset(k) + 4 * r + i] |= static_cast<std::uint8_t>((v & 0xF) << low_shift(k));
-            dst[high_offset(k) + 4 * r + i] |= static_cast<std::uint8_t>((v >> 4) << high_shift(k));
-          }
-        }
+  return x16_pack<gguf::block_q6_K>(w, x16_block, [](std::uint8_t* dst, const gguf::block_q6_K& blk, int r) {
+    std::int8_t q[qkk], sc[16];
+    kquants::unpack_q6_K(blk, q, sc);
+    std::memcpy(dst + 2 * r, &blk.d, 2);
+    for (int s = 0; s < 16; ++s) dst[x16_scales + 32 * (s / 2) + 2 * r + s % 2] = static_cast<std::uint8_t>(sc[s]);
+    for (int k = 0; k < 64; ++k) {
+      for (int i = 0; i < 4; ++i) {
+        const auto v = static_cast<std::uint8_t>(q[4 * k + i]);
+        dst[low_offset(k) + 4 * r + i] |= static_cast<std::uint8_t>((v & 0xF) << low_shift(k));
+        dst[high_offset(k) + 4 * r + i] |= static_cast<std::uint8_t>((v >> 4) << high_shift(k));
       }
     }
-  }
-  w.packed = buffer.get();
-  w.packed_owner = std::move(buffer);
-  w.packed_rows = 16;
-  return bytes;
+  });
 }
 
 bool matmul_q6_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  if (avx512_q6_K_tiles() == nullptr) return false;
   // Batches too: two activation rows per pass over a group, each chunk unpacked once for both,
   // beat unpacking rows once per block of activation rows for the row-pair tiles
   // (Q6_K:2048:2048, 128 rows, one thread: 275-291 against 164-167 GFLOP/s; Q4_K_M prefill 512
   // 158 against 145 t/s).
-  x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
-  return true;
+  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
 }
 
 }  // namespace spite::dispatch::cpu::x86

@@ -1,0 +1,176 @@
+// Q3_K packed in 16-row groups for processors with AVX-512 VNNI, for decode and batches.
+// The same bits as the reference's Q3_K dot (dot_row<q3_K> in ref_kquants.hpp): per row and
+// super-block 8 int32 lanes (lane L: elements 4L..4L+3 of every 32-element group, quants in
+// [-4, 3], times the group's 16-element scale), one fma per lane and super-block with d_x * d_w,
+// the 8 lanes added as reduce8_vec adds them. The lanes are exact integers, so how they are
+// summed is free: here the quants are stored unsigned (q + 4, 0..7) for VPMADDUBSW, and each
+// lane starts from -4 x (its scales times its activation sums), taken two groups at a time by
+// one VPDPWSSD.
+//
+// The file's blocks (110 bytes, quants split over a 2-bit and a 1-bit plane, scales packed in
+// 6 bits) went through a row-by-row AVX2 tile at 9-21 GB/s. Here a 64-byte register is one
+// 4-element chunk of 16 rows, so a lane of 16 rows is one vector, as in simd_x86_q6k_x16.cpp.
+// Per group of 16 rows and super-block (1856 bytes, 29 cache lines; the file's 16 x 110 = 1760
+// and 96 bytes of padding):
+//   d[16]               f16 at 2 r;
+//   scales[4][2][16][2] i8 at 32 + 64 p + 32 h + 2 r + k: row r's scale 4p + 2k + h, i.e. of
+//                       group 2p + k's lanes 4h..4h + 3 (widened, an int16 pair per row: the
+//                       scales of groups 2p and 2p + 1 for the same lanes);
+//   then per 32-element group g, 192 bytes at 320 + 192 g, in the order the tile reads them:
+//     low[2]            64-byte registers at + 64 m: bits 2j..2j+1 of bytes 4r..4r+3 are the low
+//                       two bits of row r's elements 32g + 4(4m + j)..+3 (lane 4m + j);
+//     high              a 64-byte register at + 128: bit L of byte 4r + i is the third bit of
+//                       row r's element 32g + 4L + i (set where the file's hmask bit is).
+// Made only where the AVX-512 kernels run and the row count is a multiple of 16; after
+// set_avx512(false) such a matrix goes through the AVX2 kernels on the file's layout.
+#include "simd_x86_avx512.hpp"
+
+#if defined(__x86_64__)
+#include <algorithm>
+#include <cstring>
+
+#include "ref_kquants.hpp"
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+constexpr std::size_t x16_scales = 32, x16_groups = 320, x16_group = 3 * 64;
+constexpr std::size_t x16_block = x16_groups + 8 * x16_group;
+static_assert(x16_block % cache_line == 0 && x16_block == 16 * sizeof(gguf::block_q3_K) + 96);
+
+// Lane L of group G of the 16 rows: 4 unsigned 3-bit quants per row.
+template <int G, int L>
+SPITE_AVX512 inline __m512i chunk(const std::byte* blk, __m512i m3, __m512i m4) {
+  const std::byte* group = blk + x16_groups + x16_group * G;
+  __m512i low = _mm512_load_si512(group + 64 * (L / 4));
+  if constexpr (L % 4 != 0) low = _mm512_srli_epi16(low, 2 * (L % 4));
+  __m512i high = _mm512_load_si512(group + 128);
+  // Bit L to bit 2; bits that cross from a neighbour byte land outside bit 2 and are masked off.
+  if constexpr (L < 2) high = _mm512_slli_epi16(high, 2 - L);
+  if constexpr (L > 2) high = _mm512_srli_epi16(high, L - 2);
+  return _mm512_ternarylogic_epi32(low, m3, _mm512_and_si512(high, m4), a_and_b_or_c);
+}
+
+template <int G, int L, int T>
+SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs, __m512i m3, __m512i m4, __m512i scales,
+                              __m512i (*lanes)[8]) {
+  const __m512i q = chunk<G, L>(blk, m3, m4);
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    lanes[t][L] = _mm512_dpwssd_epi32(lanes[t][L], _mm512_maddubs_epi16(q, _mm512_set1_epi32(load_u32(xs[t] + 32 * G + 4 * L))), scales);
+  }
+}
+
+template <int G, int T>
+SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, __m512i m3, __m512i m4, __m512i pairs0,
+                               __m512i pairs1, __m512i (*lanes)[8]) {
+  // Group G's scales of lanes 0..3 and 4..7, from the pairs of groups G - G % 2 and G - G % 2 + 1.
+  const __m512i first = x16_pair_half<G % 2>(pairs0), second = x16_pair_half<G % 2>(pairs1);
+  // The super-block two ahead, 4 of its 29 lines per group (as simd_x86_q6k_x16.cpp does).
+  constexpr int lines = static_cast<int>(x16_block / cache_line);
+  for (int j = 4 * G; j < std::min(4 * G + 4, lines); ++j) prefetch_l1(blk + 2 * x16_block + cache_line * j);
+  lane<G, 0, T>(blk, xs, m3, m4, first, lanes);
+  lane<G, 1, T>(blk, xs, m3, m4, first, lanes);
+  lane<G, 2, T>(blk, xs, m3, m4, first, lanes);
+  lane<G, 3, T>(blk, xs, m3, m4, first, lanes);
+  lane<G, 4, T>(blk, xs, m3, m4, second, lanes);
+  lane<G, 5, T>(blk, xs, m3, m4, second, lanes);
+  lane<G, 6, T>(blk, xs, m3, m4, second, lanes);
+  lane<G, 7, T>(blk, xs, m3, m4, second, lanes);
+}
+
+// Groups 2P and 2P + 1, with the -4 offset of both: lane L starts with
+// -4 (sc[4P + h] S(2P, L) + sc[4P + 2 + h] S(2P + 1, L)), S(g, L) the sum of the activations of
+// its elements in group g (h = L / 4).
+template <int P, int T>
+SPITE_AVX512 inline void group_pair(const std::byte* blk, const std::int8_t* const* xs, const std::int32_t (*offsets)[4][8],
+                                    __m512i m3, __m512i m4, __m512i (*lanes)[8]) {
+  const auto* sc = reinterpret_cast<const __m256i*>(blk + x16_scales + 64 * P);
+  const __m512i pairs0 = _mm512_cvtepi8_epi16(_mm256_load_si256(sc)), pairs1 = _mm512_cvtepi8_epi16(_mm256_load_si256(sc + 1));
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+    for (int L = 0; L < 8; ++L) {
+      lanes[t][L] = _mm512_dpwssd_epi32(lanes[t][L], L < 4 ? pairs0 : pairs1, _mm512_set1_epi32(offsets[t][P][L]));
+    }
+  }
+  group<2 * P, T>(blk, xs, m3, m4, pairs0, pairs1, lanes);
+  group<2 * P + 1, T>(blk, xs, m3, m4, pairs0, pairs1, lanes);
+}
+
+// For one activation row's super-block: dword L of [p] holds -4 S(2p, L) (low half) and
+// -4 S(2p + 1, L) (high half); |4 S| <= 4 x 4 x 128 fits an int16.
+SPITE_AVX512 inline void activation_offsets(const std::int8_t* qs, std::int32_t (*offsets)[8]) {
+  const __m512i minus4 = _mm512_set1_epi8(-4);
+  for (int p = 0; p < 4; ++p) {
+    // VPDPBUSD takes its first operand unsigned: |x| with x's sign moved onto the 4.
+    const __m512i x = _mm512_loadu_si512(qs + 64 * p);
+    const __m512i ax = _mm512_abs_epi8(x);
+    const __m512i m = _mm512_mask_sub_epi8(minus4, _mm512_movepi8_mask(x), _mm512_setzero_si512(), minus4);
+    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, m);  // -4 S(2p, L) | -4 S(2p + 1, L)
+    const __m256i lo = _mm512_castsi512_si256(sums), hi = _mm512_extracti64x4_epi64(sums, 1);
+    const __m256i packed = _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(offsets[p]), packed);
+  }
+}
+
+template <int T>
+SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
+                         std::int64_t out, float* y16) {
+  const __m512i m3 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x04);
+  __m512 acc[T][8];
+  x16_zero<T>(acc);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
+    __m512i lanes[T][8];
+    const x16_activations<T> act(x, stride, b, lanes);
+    alignas(64) std::int32_t offsets[T][4][8];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) activation_offsets(act.qs[t], offsets[t]);
+    group_pair<0, T>(blk, act.qs, offsets, m3, m4, lanes);
+    group_pair<1, T>(blk, act.qs, offsets, m3, m4, lanes);
+    group_pair<2, T>(blk, act.qs, offsets, m3, m4, lanes);
+    group_pair<3, T>(blk, act.qs, offsets, m3, m4, lanes);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      const __m512 dxw = _mm512_mul_ps(dw, _mm512_set1_ps(act.block[t]->d));
+#pragma GCC unroll 8
+      for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_fmadd_ps(dxw, _mm512_cvtepi32_ps(lanes[t][L]), acc[t][L]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y16 + t * out, x16_lane_sum(acc[t]));
+}
+
+}  // namespace
+
+std::size_t pack_q3_K_x16(weight& w) {
+  return x16_pack<gguf::block_q3_K>(w, x16_block, [](std::uint8_t* dst, const gguf::block_q3_K& blk, int r) {
+    std::int8_t q[qkk], sc[16];
+    kquants::unpack_q3_K(blk, q, sc);
+    std::memcpy(dst + 2 * r, &blk.d, 2);
+    for (int s = 0; s < 16; ++s) {
+      const int p = s / 4, k = (s / 2) % 2, h = s % 2;
+      dst[x16_scales + 64 * p + 32 * h + 2 * r + k] = static_cast<std::uint8_t>(sc[s]);
+    }
+    for (int grp = 0; grp < 8; ++grp) {
+      std::uint8_t* gd = dst + x16_groups + x16_group * static_cast<std::size_t>(grp);
+      for (int L = 0; L < 8; ++L) {
+        for (int i = 0; i < 4; ++i) {
+          const auto u = static_cast<std::uint8_t>(q[32 * grp + 4 * L + i] + 4);
+          gd[64 * (L / 4) + 4 * r + i] |= static_cast<std::uint8_t>((u & 3) << (2 * (L % 4)));
+          gd[128 + 4 * r + i] |= static_cast<std::uint8_t>((u >> 2) << L);
+        }
+      }
+    }
+  });
+}
+
+bool matmul_q3_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
