@@ -382,7 +382,10 @@ std::size_t pack_layout(weight& w) {
     const std::size_t x16 = pack_q4_K_x16(w);
     return x16 > 0 ? x16 : pack_q4_K(w);
   }
-  if (w.type == tensor_type::q2_K) return pack_q2_K(w);
+  if (w.type == tensor_type::q2_K) {
+    const std::size_t x16 = pack_q2_K_x16(w);
+    return x16 > 0 ? x16 : pack_q2_K(w);
+  }
   if (w.type == tensor_type::q3_K) return pack_q3_K_x16(w);
   if (w.type == tensor_type::q5_0) return pack_q5_0(w);
   if (w.type == tensor_type::q5_1) return pack_q5_1(w);

@@ -70,6 +70,19 @@ SPITE_AVX512 inline __m512 x16_lane_sum(const __m512* acc) {
 using x16_tile_fn = void (*)(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
                              std::int64_t out, float* y16);
 
+// fn(group, t0, t1, o) for each group of 16 rows (its packed bytes at `group`, its first row o)
+// and each block of activation rows [t0, t1), across the pool: a 16-row layout of
+// `block_bytes` per group and super-block.
+template <class Fn>
+void x16_for_groups(const weight& w, std::size_t block_bytes, std::int64_t n_tokens, thread_pool& pool, Fn fn) {
+  const std::int64_t nb = w.in / qkk;
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * block_bytes;
+  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
+  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+    fn(w.packed + static_cast<std::size_t>(g) * group_bytes, t0, t1, 16 * g);
+  });
+}
+
 // A matmul on a 16-row layout of `block_bytes` per group and super-block: each group against
 // each block of activation rows, two rows per pass (each chunk unpacked once for both), then
 // the last one alone. False, having done nothing, when the AVX-512 kernels stand aside.
@@ -77,13 +90,10 @@ inline bool x16_matmul(const weight& w, std::size_t block_bytes, const gguf::blo
                        thread_pool& pool, x16_tile_fn two, x16_tile_fn one) {
   if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qkk;
-  const std::size_t group_bytes = static_cast<std::size_t>(nb) * block_bytes;
-  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
-  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-    const std::byte* group_base = w.packed + static_cast<std::size_t>(g) * group_bytes;
+  x16_for_groups(w, block_bytes, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
     std::int64_t t = t0;
-    for (; t + 2 <= t1; t += 2) two(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
-    if (t < t1) one(group_base, nb, xq + t * nb, nb, w.out, y + t * w.out + 16 * g);
+    for (; t + 2 <= t1; t += 2) two(group, nb, xq + t * nb, nb, w.out, y + t * w.out + o);
+    if (t < t1) one(group, nb, xq + t * nb, nb, w.out, y + t * w.out + o);
   });
   return true;
 }

@@ -247,7 +247,12 @@ void matmul_q2_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   std::vector<gguf::block_q8_K> xq;
   quantize_rows_q8_K(w, x, n_tokens, true, xq, pool);
   const std::int64_t ng = gemm_rows(n_tokens);
-  if (w.packed != nullptr) return matmul_q2_K_packed(w, xq.data(), n_tokens, ng, y, pool);
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  if (w.packed != nullptr && w.packed_rows == 16) {
+    if (matmul_q2_K_x16(w, xq.data(), n_tokens, ng, y, pool)) return;
+  } else if (w.packed != nullptr) {
+    return matmul_q2_K_packed(w, xq.data(), n_tokens, ng, y, pool);
+  }
   pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
     for (std::int64_t g = begin; g < end; ++g) {
       by_token_tiles(

@@ -186,11 +186,8 @@ bool matmul_q4_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
                      thread_pool& pool) {
   if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qkk;
-  const std::size_t group_bytes = static_cast<std::size_t>(nb) * x16_block;
-  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
-  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-    const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
-    float* yg = y + 16 * g;
+  x16_for_groups(w, x16_block, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
+    float* yg = y + o;
     // The next group is fetched during the first tile of each block of activation rows.
     std::int64_t t = t0;
     for (; t + 4 <= t1 && t + 4 <= ng; t += 4) gemm16<4>(group, nb, xq, t, w.out, t == t0, yg);

@@ -127,7 +127,7 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
       const std::vector<std::int64_t> ins = block == 32 ? std::vector<std::int64_t>{block, 3 * block, 5 * block}
                                                         : std::vector<std::int64_t>{block, 3 * block};
       for (const std::int64_t in : ins) {
-        // 48: the 16-row groups of the AVX-512 layouts (Q3_K, Q4_K, Q5_K, Q6_K).
+        // 48: the 16-row groups of the AVX-512 layouts (Q2_K to Q6_K).
         for (const std::int64_t out : {8, 13, 24, 40, 48}) {
           const quantized_matrix m = random_matrix(type, in, out, rng);
           // 299 and 300: past the largest block of activation rows the batched kernels take at a
@@ -260,7 +260,7 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(cpu::pack_weight(xs.w) == 0);
 }
 
-TEST_CASE("Q8_0, 16-row Q3_K, Q4_K, Q5_K and Q6_K, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
+TEST_CASE("Q8_0, 16-row Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -282,6 +282,12 @@ TEST_CASE("Q8_0, 16-row Q3_K, Q4_K, Q5_K and Q6_K, and 4-row Q6_K layouts are ma
     quantized_matrix q5_24 = random_matrix(tensor_type::q5_K, 256, 24, rng);  // not a multiple of 16
     CHECK(cpu::pack_weight(q5_24.w) > 0);
     CHECK(q5_24.w.packed_rows == 8);
+    quantized_matrix q2 = random_matrix(tensor_type::q2_K, 256, 32, rng);
+    CHECK(cpu::pack_weight(q2.w) > 0);
+    CHECK(q2.w.packed_rows == (vnni ? 16 : 8));
+    quantized_matrix q2_24 = random_matrix(tensor_type::q2_K, 256, 24, rng);  // not a multiple of 16
+    CHECK(cpu::pack_weight(q2_24.w) > 0);
+    CHECK(q2_24.w.packed_rows == 8);
     quantized_matrix q3 = random_matrix(tensor_type::q3_K, 256, 32, rng);
     CHECK((cpu::pack_weight(q3.w) > 0) == vnni);
     CHECK(q3.w.packed_rows == (vnni ? 16 : 0));
@@ -296,6 +302,8 @@ TEST_CASE("Q8_0, 16-row Q3_K, Q4_K, Q5_K and Q6_K, and 4-row Q6_K layouts are ma
     if (vnni) {
       // 16 rows: a group's super-block is 3392 bytes, row 17's scale d second in the second.
       CHECK(std::memcmp(q6.w.packed + 3392 + 2, q6.w.row(17) + offsetof(spite::gguf::block_q6_K, d), 2) == 0);
+      // Q2_K: a group's super-block is 1344 bytes, row 17's d second in the second.
+      CHECK(std::memcmp(q2.w.packed + 1344 + 2, q2.w.row(17) + offsetof(spite::gguf::block_q2_K, d), 2) == 0);
       // Q3_K: a group's super-block is 1856 bytes, row 17's d second in the second.
       CHECK(std::memcmp(q3.w.packed + 1856 + 2, q3.w.row(17) + offsetof(spite::gguf::block_q3_K, d), 2) == 0);
       // 4 rows: row 5's block 0 sits second in the second group's first 4 blocks.
