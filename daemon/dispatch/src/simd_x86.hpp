@@ -657,6 +657,8 @@ struct q6_K_blocks {
 // set_avx512(false) (tests use it to check both paths).
 const q4_K_tiles* avx512_q4_K_tiles();
 const q4_0_tiles* avx512_q4_0_tiles();
+// IQ4_NL in the Q4_0 packed layout, the same way.
+const q4_0_tiles* avx512_iq4_nl_tiles();
 // Q8_0: 4 rows x 4 activation rows from row o and activation row t0 on (reference lane layout).
 using q8_0_tile_fn = void (*)(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0,
                               float* y);

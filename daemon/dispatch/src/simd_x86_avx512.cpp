@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "../../gguf/src/quants/iq_tables.hpp"
+
 namespace spite::dispatch::cpu {
 namespace {
 
@@ -129,11 +131,19 @@ SPITE_AVX512 void q4_K_gemm4(const std::byte* group, std::int64_t nb, const gguf
   for (int k = 0; k < 4; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(acc[k], acc_min[k]));
 }
 
-// Q4_0 packed (layout in simd_x86.hpp): chunk pairs (0, 1) and (2, 3) per register.
-template <int K>
+// Q4_0 packed (layout in simd_x86.hpp): chunk pairs (0, 1) and (2, 3) per register. With `Nl`,
+// IQ4_NL in the same layout: each nibble looked up as its value + 128 (1..241, unsigned for
+// VPDPBUSD), the offset 128 x sum(x) taken off as Q4_0's 8 x sum(x) is; the reference's
+// repacked IQ4_NL does Q4_0's float work, so only the exact block sums differ in how they form.
+template <int K, bool Nl = false>
 SPITE_AVX512 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
                             std::int64_t out, float* y) {
   const __m512i m = _mm512_set1_epi8(0x0F);
+  [[maybe_unused]] __m512i table;
+  if constexpr (Nl) {
+    const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_iq4nl));
+    table = _mm512_broadcast_i32x4(_mm_xor_si128(values, _mm_set1_epi8(static_cast<char>(0x80))));  // value + 128
+  }
   // Low nibbles of chunks 2c, 2c + 1 pair with activation dwords 2c, 2c + 1; high nibbles with
   // dwords 4 + 2c, 4 + 2c + 1.
   __m512i pick_lo[2], pick_hi[2];
@@ -161,6 +171,10 @@ SPITE_AVX512 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_
       const __m512i v = _mm512_loadu_si512(blk + 16 + 64 * c);
       lo[c] = _mm512_and_si512(v, m);
       hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+      if constexpr (Nl) {
+        lo[c] = _mm512_shuffle_epi8(table, lo[c]);
+        hi[c] = _mm512_shuffle_epi8(table, hi[c]);
+      }
     }
     for (int k = 0; k < K; ++k) {
       const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
@@ -170,9 +184,9 @@ SPITE_AVX512 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_
         a = _mm512_dpbusd_epi32(a, lo[c], _mm512_permutexvar_epi32(pick_lo[c], x));
         a = _mm512_dpbusd_epi32(a, hi[c], _mm512_permutexvar_epi32(pick_hi[c], x));
       }
-      // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
+      // sum((q - 8) * x) = sum(q * x) - 8 * sum(x); IQ4_NL: - 128 * sum(x)
       const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1)),
-                                            _mm256_set1_epi32(xb.sum8[i]));
+                                            _mm256_set1_epi32(Nl ? 16 * xb.sum8[i] : xb.sum8[i]));
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d[i])), acc[k]);
     }
   }
@@ -232,6 +246,7 @@ bool has_avx512_vnni() {
 
 constexpr x86::q4_K_tiles k_q4_K{q4_K_tile<1>, q4_K_tile<4>, q4_K_gemm4};
 constexpr x86::q4_0_tiles k_q4_0{q4_0_tile<1>, q4_0_tile<4>};
+constexpr x86::q4_0_tiles k_iq4_nl{q4_0_tile<1, true>, q4_0_tile<4, true>};
 
 }  // namespace
 
@@ -241,6 +256,7 @@ const q4_K_tiles* avx512_q4_K_tiles() {
   return present && g_allowed.load(std::memory_order_relaxed) ? &k_q4_K : nullptr;
 }
 const q4_0_tiles* avx512_q4_0_tiles() { return avx512_q4_K_tiles() != nullptr ? &k_q4_0 : nullptr; }
+const q4_0_tiles* avx512_iq4_nl_tiles() { return avx512_q4_K_tiles() != nullptr ? &k_iq4_nl : nullptr; }
 const q8_0_tiles* avx512_q8_0_tiles() {
   static constexpr q8_0_tiles tiles{q8_0_tile<4>, q8_0_tile<2>};
   return avx512_q4_K_tiles() != nullptr ? &tiles : nullptr;

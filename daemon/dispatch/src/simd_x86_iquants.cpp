@@ -229,12 +229,15 @@ void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens, pool);
   if (w.packed != nullptr) {
+    const q4_0_tiles avx2{q4_0_layout_tile<iq4_nl_sums, 1>, q4_0_layout_tile<iq4_nl_sums, 4>};
+    const q4_0_tiles* vnni = avx512_iq4_nl_tiles();
+    const q4_0_tiles& tiles = vnni != nullptr ? *vnni : avx2;
     by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(q8_0_batch::row_bytes(nb)), pool,
                                [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
                                  const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_0_packed_block;
                                  std::int64_t t = t0;
-                                 for (; t + 4 <= t1; t += 4) q4_0_layout_tile<iq4_nl_sums, 4>(group, nb, xb, t, w.out, y + 8 * g);
-                                 for (; t < t1; ++t) q4_0_layout_tile<iq4_nl_sums, 1>(group, nb, xb, t, w.out, y + 8 * g);
+                                 for (; t + 4 <= t1; t += 4) tiles.four(group, nb, xb, t, w.out, y + 8 * g);
+                                 for (; t < t1; ++t) tiles.one(group, nb, xb, t, w.out, y + 8 * g);
                                });
     return;
   }
