@@ -774,6 +774,13 @@ std::size_t pack_q2_K_x16(weight& w);
 bool matmul_q2_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
                      thread_pool& pool);
 
+// simd_x86_iq4xs_x16.cpp: IQ4_XS packed by pack_iq4_xs_x16 (16-row groups, packed_rows 16) where
+// the AVX-512 VNNI kernels run and the row count is a multiple of 16 (IQ4_XS has no other packed
+// layout). matmul_iq4_xs_x16 takes activations in the plain Q8_K order and returns false, having
+// done nothing, when those kernels stand aside.
+std::size_t pack_iq4_xs_x16(weight& w);
+bool matmul_iq4_xs_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
+
 // simd_x86_q3k_x16.cpp: Q3_K packed by pack_q3_K_x16 (16-row groups, packed_rows 16) where the
 // AVX-512 VNNI kernels run and the row count is a multiple of 16 (Q3_K has no other packed
 // layout). matmul_q3_K_x16 returns false, having done nothing, when those kernels stand aside.

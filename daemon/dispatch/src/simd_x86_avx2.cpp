@@ -387,6 +387,7 @@ std::size_t pack_layout(weight& w) {
     return x16 > 0 ? x16 : pack_q2_K(w);
   }
   if (w.type == tensor_type::q3_K) return pack_q3_K_x16(w);
+  if (w.type == tensor_type::iq4_xs) return pack_iq4_xs_x16(w);
   if (w.type == tensor_type::q5_0) return pack_q5_0(w);
   if (w.type == tensor_type::q5_1) return pack_q5_1(w);
   if (w.type == tensor_type::q4_1) return pack_q4_1(w);

@@ -127,7 +127,7 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
       const std::vector<std::int64_t> ins = block == 32 ? std::vector<std::int64_t>{block, 3 * block, 5 * block}
                                                         : std::vector<std::int64_t>{block, 3 * block};
       for (const std::int64_t in : ins) {
-        // 48: the 16-row groups of the AVX-512 layouts (Q2_K to Q6_K).
+        // 48: the 16-row groups of the AVX-512 layouts (Q2_K to Q6_K, IQ4_XS).
         for (const std::int64_t out : {8, 13, 24, 40, 48}) {
           const quantized_matrix m = random_matrix(type, in, out, rng);
           // 299 and 300: past the largest block of activation rows the batched kernels take at a
@@ -256,11 +256,11 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(cpu::pack_weight(odd.w) == 0);
   CHECK(odd.w.packed == nullptr);
   CHECK(eight.w.packed_rows == 8);
-  quantized_matrix xs = random_matrix(tensor_type::iq4_xs, 256, 16, rng);  // a type without a packed layout
-  CHECK(cpu::pack_weight(xs.w) == 0);
+  quantized_matrix iq3 = random_matrix(tensor_type::iq3_s, 256, 16, rng);  // a type without a packed layout
+  CHECK(cpu::pack_weight(iq3.w) == 0);
 }
 
-TEST_CASE("Q8_0, 16-row Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
+TEST_CASE("Q8_0, 16-row Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -288,6 +288,11 @@ TEST_CASE("Q8_0, 16-row Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, and 4-row Q6_K layouts 
     quantized_matrix q2_24 = random_matrix(tensor_type::q2_K, 256, 24, rng);  // not a multiple of 16
     CHECK(cpu::pack_weight(q2_24.w) > 0);
     CHECK(q2_24.w.packed_rows == 8);
+    quantized_matrix xs = random_matrix(tensor_type::iq4_xs, 256, 32, rng);
+    CHECK((cpu::pack_weight(xs.w) > 0) == vnni);
+    CHECK(xs.w.packed_rows == (vnni ? 16 : 0));
+    quantized_matrix xs_24 = random_matrix(tensor_type::iq4_xs, 256, 24, rng);  // not a multiple of 16
+    CHECK(cpu::pack_weight(xs_24.w) == 0);
     quantized_matrix q3 = random_matrix(tensor_type::q3_K, 256, 32, rng);
     CHECK((cpu::pack_weight(q3.w) > 0) == vnni);
     CHECK(q3.w.packed_rows == (vnni ? 16 : 0));
@@ -304,6 +309,8 @@ TEST_CASE("Q8_0, 16-row Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, and 4-row Q6_K layouts 
       CHECK(std::memcmp(q6.w.packed + 3392 + 2, q6.w.row(17) + offsetof(spite::gguf::block_q6_K, d), 2) == 0);
       // Q2_K: a group's super-block is 1344 bytes, row 17's d second in the second.
       CHECK(std::memcmp(q2.w.packed + 1344 + 2, q2.w.row(17) + offsetof(spite::gguf::block_q2_K, d), 2) == 0);
+      // IQ4_XS: a group's super-block is 2240 bytes, row 17's d second in the second.
+      CHECK(std::memcmp(xs.w.packed + 2240 + 2, xs.w.row(17) + offsetof(spite::gguf::block_iq4_xs, d), 2) == 0);
       // Q3_K: a group's super-block is 1856 bytes, row 17's d second in the second.
       CHECK(std::memcmp(q3.w.packed + 1856 + 2, q3.w.row(17) + offsetof(spite::gguf::block_q3_K, d), 2) == 0);
       // 4 rows: row 5's block 0 sits second in the second group's first 4 blocks.
@@ -327,7 +334,7 @@ TEST_CASE("matrices placed together run as one matrix and give each part's own p
   const std::pair<tensor_type, std::int64_t> types[] = {
       {tensor_type::q4_0, 32}, {tensor_type::q8_0, 32}, {tensor_type::iq4_nl, 32}, {tensor_type::q4_1, 32},
       {tensor_type::q5_0, 32}, {tensor_type::q5_1, 32}, {tensor_type::q2_K, 256},  {tensor_type::q4_K, 256},
-      {tensor_type::q3_K, 256}, {tensor_type::q5_K, 256}, {tensor_type::q6_K, 256}};
+      {tensor_type::q3_K, 256}, {tensor_type::q5_K, 256}, {tensor_type::q6_K, 256}, {tensor_type::iq4_xs, 256}};
   for (const bool avx512 : {true, false}) {
     cpu::set_avx512(avx512);
     for (const auto& [type, block] : types) {
@@ -434,11 +441,11 @@ TEST_CASE("only parts with the same packed layout are placed together; the other
 
 TEST_CASE("matrices without a packed layout move into huge pages once from 2 MiB up with their bytes") {
   std::mt19937 rng(5);
-  // IQ4_XS has no packed layout on any processor.
-  quantized_matrix small = random_matrix(tensor_type::iq4_xs, 1024, 480, rng);  // 255 KiB
+  // IQ3_S has no packed layout on any processor.
+  quantized_matrix small = random_matrix(tensor_type::iq3_s, 1024, 480, rng);  // 206 KiB
   CHECK(spite::dispatch::pack_for_cpu(small.w, false) == 0);
   CHECK(small.w.data == small.bytes.data());
-  quantized_matrix big = random_matrix(tensor_type::iq4_xs, 4096, 1280, rng);  // 2.7 MiB
+  quantized_matrix big = random_matrix(tensor_type::iq3_s, 4096, 1280, rng);  // 2.1 MiB
   const std::size_t moved = spite::dispatch::pack_for_cpu(big.w, false);
   if (moved == 0) {
     WARN("transparent huge pages are off on this system: nothing moves");

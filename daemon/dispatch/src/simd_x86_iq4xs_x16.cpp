@@ -1,0 +1,127 @@
+// IQ4_XS packed in 16-row groups for processors with AVX-512 VNNI, for decode and batches. The
+// same bits as the reference's IQ4_XS dot (dot_plain<iq4_xs> in iquant_dots.hpp): per row and
+// super-block 8 int32 lanes (lane L: elements 4L..4L+3 of every 32-element sub-block, table
+// values in [-127, 113], times the sub-block's scale - 32), one fma per lane and super-block with
+// d_w * d_x, the 8 lanes added as reduce8_vec adds them.
+//
+// The file's layout went through a 256-bit tile that takes 4 rows at a time (about 17 GB/s from
+// cache on one core). Here a 64-byte register is one 4-element chunk of 16 rows, so a lane of 16
+// rows is one vector, as in simd_x86_q6k_x16.cpp. The values are signed, so VPMADDUBSW takes
+// their magnitudes (a second table) and the activations negated where a value is negative (the
+// table's first 8 entries: index bit 3 clear), as the reference's kernel does with VPSIGNB; a
+// pair of products stays within 2 x 127 x 127. Per group of 16 rows and super-block (2240
+// bytes, 35 cache lines; the file's 16 x 136 = 2176 and 64 bytes of padding):
+//   d[16]            f16 at 2 r;
+//   scales[8][16]    i8 at 32 + 16 s + r: row r's scale - 32 of sub-block s;
+//   quants[8][4]     64-byte registers at 192 + 256 s + 64 m: bytes 4r..4r+3 are row r's index
+//                    bytes 16 s + 4 m..+3 as in the file (lane m in the low nibbles, m + 4 in
+//                    the high ones).
+// Made only where the AVX-512 kernels run and the row count is a multiple of 16; after
+// set_avx512(false) such a matrix goes through the AVX2 kernels on the file's layout.
+#include "simd_x86_avx512.hpp"
+
+#if defined(__x86_64__)
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "../../gguf/src/quants/iq_tables.hpp"
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+constexpr std::size_t x16_scales = 32, x16_quants = 192, x16_sub_block = 4 * 64;
+constexpr std::size_t x16_block = x16_quants + 8 * x16_sub_block;
+static_assert(x16_block % cache_line == 0 && x16_block == 16 * sizeof(gguf::block_iq4_xs) + 64);
+
+// Lane L of the 16 rows from their indices (0..15 per byte): |value| times the activations,
+// negated where the value is negative, into the lanes of T activation rows.
+template <int S, int L, int T>
+SPITE_AVX512 inline void lane(__m512i indices, const std::int8_t* const* xs, __m512i magnitudes, __m512i scale,
+                              __m512i (*lanes)[8]) {
+  const __m512i magnitude = _mm512_shuffle_epi8(magnitudes, indices);
+  const __mmask64 negative = _mm512_testn_epi8_mask(indices, _mm512_set1_epi8(8));
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m512i x = _mm512_set1_epi32(load_u32(xs[t] + 32 * S + 4 * L));
+    const __m512i signed_x = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+    lanes[t][L] = _mm512_dpwssd_epi32(lanes[t][L], _mm512_maddubs_epi16(magnitude, signed_x), scale);
+  }
+}
+
+template <int S, int T>
+SPITE_AVX512 inline void sub_block(const std::byte* blk, const std::int8_t* const* xs, __m512i magnitudes, __m512i (*lanes)[8]) {
+  // Row r's scale in both int16 halves of dword r.
+  const __m512i s32 = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + x16_scales + 16 * S)));
+  const __m512i scale = _mm512_ternarylogic_epi32(_mm512_slli_epi32(s32, 16), s32, _mm512_set1_epi32(0xFFFF), a_or_b_and_c);
+  // The super-block two ahead, 5 of its 35 lines per sub-block (as simd_x86_q6k_x16.cpp does).
+  constexpr int lines = static_cast<int>(x16_block / cache_line);
+  for (int j = 5 * S; j < std::min(5 * S + 5, lines); ++j) prefetch_l1(blk + 2 * x16_block + cache_line * j);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const std::byte* quants = blk + x16_quants + x16_sub_block * S;
+  const __m512i v0 = _mm512_load_si512(quants), v1 = _mm512_load_si512(quants + 64);
+  const __m512i v2 = _mm512_load_si512(quants + 128), v3 = _mm512_load_si512(quants + 192);
+  lane<S, 0, T>(_mm512_and_si512(v0, m4), xs, magnitudes, scale, lanes);
+  lane<S, 1, T>(_mm512_and_si512(v1, m4), xs, magnitudes, scale, lanes);
+  lane<S, 2, T>(_mm512_and_si512(v2, m4), xs, magnitudes, scale, lanes);
+  lane<S, 3, T>(_mm512_and_si512(v3, m4), xs, magnitudes, scale, lanes);
+  lane<S, 4, T>(_mm512_and_si512(_mm512_srli_epi16(v0, 4), m4), xs, magnitudes, scale, lanes);
+  lane<S, 5, T>(_mm512_and_si512(_mm512_srli_epi16(v1, 4), m4), xs, magnitudes, scale, lanes);
+  lane<S, 6, T>(_mm512_and_si512(_mm512_srli_epi16(v2, 4), m4), xs, magnitudes, scale, lanes);
+  lane<S, 7, T>(_mm512_and_si512(_mm512_srli_epi16(v3, 4), m4), xs, magnitudes, scale, lanes);
+}
+
+template <int T>
+SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
+                         std::int64_t out, float* y16) {
+  alignas(16) std::int8_t magnitude_table[16];
+  for (int i = 0; i < 16; ++i) magnitude_table[i] = static_cast<std::int8_t>(std::abs(gguf::quants::iq::kvalues_iq4nl[i]));
+  const __m512i magnitudes = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(magnitude_table)));
+  __m512 acc[T][8];
+  x16_zero<T>(acc);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
+    __m512i lanes[T][8];
+    const x16_activations<T> act(x, stride, b, lanes);
+    sub_block<0, T>(blk, act.qs, magnitudes, lanes);
+    sub_block<1, T>(blk, act.qs, magnitudes, lanes);
+    sub_block<2, T>(blk, act.qs, magnitudes, lanes);
+    sub_block<3, T>(blk, act.qs, magnitudes, lanes);
+    sub_block<4, T>(blk, act.qs, magnitudes, lanes);
+    sub_block<5, T>(blk, act.qs, magnitudes, lanes);
+    sub_block<6, T>(blk, act.qs, magnitudes, lanes);
+    sub_block<7, T>(blk, act.qs, magnitudes, lanes);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      const __m512 dxw = _mm512_mul_ps(dw, _mm512_set1_ps(act.block[t]->d));
+#pragma GCC unroll 8
+      for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_fmadd_ps(dxw, _mm512_cvtepi32_ps(lanes[t][L]), acc[t][L]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y16 + t * out, x16_lane_sum(acc[t]));
+}
+
+}  // namespace
+
+std::size_t pack_iq4_xs_x16(weight& w) {
+  return x16_pack<gguf::block_iq4_xs>(w, x16_block, [](std::uint8_t* dst, const gguf::block_iq4_xs& blk, int r) {
+    std::memcpy(dst + 2 * r, &blk.d, 2);
+    std::uint16_t scales_h;
+    std::memcpy(&scales_h, &blk.scales_h, 2);
+    for (int s = 0; s < 8; ++s) {
+      const int ls = ((blk.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((scales_h >> (2 * s)) & 3) << 4);
+      dst[x16_scales + 16 * s + r] = static_cast<std::uint8_t>(ls - 32);
+      for (int m = 0; m < 4; ++m) std::memcpy(dst + x16_quants + x16_sub_block * s + 64 * m + 4 * r, blk.qs + 16 * s + 4 * m, 4);
+    }
+  });
+}
+
+bool matmul_iq4_xs_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
