@@ -57,6 +57,20 @@ SPITE_AVX512 inline void x16_zero(__m512 (*acc)[8]) {
   }
 }
 
+// The end of a super-block: each activation row's 8 lanes of integers into its float lanes,
+// acc = fma(d_w * d_x, lane, acc), d_w the 16 rows' f16 scales at d16.
+template <int T>
+SPITE_AVX512 inline void x16_accumulate(const std::byte* d16, const x16_activations<T>& act, const __m512i (*lanes)[8],
+                                        __m512 (*acc)[8]) {
+  const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d16)));
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m512 dxw = _mm512_mul_ps(dw, _mm512_set1_ps(act.block[t]->d));
+#pragma GCC unroll 8
+    for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_fmadd_ps(dxw, _mm512_cvtepi32_ps(lanes[t][L]), acc[t][L]);
+  }
+}
+
 // The 8 lane vectors of 16 rows added as reduce8_vec adds a row's 8 lanes:
 // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
 SPITE_AVX512 inline __m512 x16_lane_sum(const __m512* acc) {

@@ -91,13 +91,7 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
     sub_block<5, T>(blk, act.qs, magnitudes, lanes);
     sub_block<6, T>(blk, act.qs, magnitudes, lanes);
     sub_block<7, T>(blk, act.qs, magnitudes, lanes);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
-#pragma GCC unroll 2
-    for (int t = 0; t < T; ++t) {
-      const __m512 dxw = _mm512_mul_ps(dw, _mm512_set1_ps(act.block[t]->d));
-#pragma GCC unroll 8
-      for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_fmadd_ps(dxw, _mm512_cvtepi32_ps(lanes[t][L]), acc[t][L]);
-    }
+    x16_accumulate<T>(blk, act, lanes, acc);
   }
 #pragma GCC unroll 2
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(y16 + t * out, x16_lane_sum(acc[t]));
