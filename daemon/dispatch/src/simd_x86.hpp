@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "aligned_buffer.hpp"
@@ -726,6 +727,30 @@ std::span<const exact_matmul> grid_iquant_matmuls();
 void matmul_q2_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 std::size_t pack_q2_K(weight& w);
 
+// The packed Q5_0 / Q5_1 / Q4_1 layouts of `Rows` rows (simd_x86_legacy_packed.cpp: 8,
+// simd_x86_legacy_x16.cpp: 16), per group and block, the blocks' own size: d[Rows] f16; m[Rows]
+// f16 (Q5_1, Q4_1); qh (Q5_0, Q5_1: bit L of byte 4r + j the fifth bit of row r's element 4L +
+// j); nib[4] (byte 4r + j of nib[i]: row r's qs[4i + j]). Lane L of the rows is one vector.
+template <class Block, std::size_t Rows>
+struct legacy_layout {
+  static constexpr bool fifth_bit = !std::is_same_v<Block, gguf::block_q4_1>;
+  static constexpr bool mins = !std::is_same_v<Block, gguf::block_q5_0>;
+  static constexpr std::size_t m_at = 2 * Rows;
+  static constexpr std::size_t qh_at = mins ? 4 * Rows : 2 * Rows;
+  static constexpr std::size_t nibbles_at = qh_at + (fifth_bit ? 4 * Rows : 0);
+  static constexpr std::size_t bytes = nibbles_at + 16 * Rows;
+  static_assert(bytes == Rows * sizeof(Block));
+  using batch = std::conditional_t<mins, q8_1_batch, q8_0_batch>;
+  // The activations as the type's reference quantizes them.
+  static batch quantize(const float* x, std::int64_t in, std::int64_t n_tokens, thread_pool& pool) {
+    if constexpr (mins) {
+      return q8_1_batch(x, in, n_tokens);
+    } else {
+      return q8_0_batch(x, in, n_tokens, pool);
+    }
+  }
+};
+
 // simd_x86_legacy_packed.cpp: Q5_0 / Q5_1 / Q4_1 on weights packed by pack_q5_0 / pack_q5_1 /
 // pack_q4_1 (8-row groups, each of the reference's lanes one vector)
 std::size_t pack_q5_0(weight& w);
@@ -780,6 +805,17 @@ bool matmul_q2_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
 // done nothing, when those kernels stand aside.
 std::size_t pack_iq4_xs_x16(weight& w);
 bool matmul_iq4_xs_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
+
+// simd_x86_legacy_x16.cpp: Q5_0, Q5_1 and Q4_1 packed in 16-row groups (packed_rows 16) where the
+// AVX-512 VNNI kernels run and the row count is a multiple of 16 (else the 8-row groups of
+// simd_x86_legacy_packed.cpp). The matmuls return false, having done nothing, when those
+// kernels stand aside.
+std::size_t pack_q5_0_x16(weight& w);
+std::size_t pack_q5_1_x16(weight& w);
+std::size_t pack_q4_1_x16(weight& w);
+bool matmul_q5_0_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+bool matmul_q5_1_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+bool matmul_q4_1_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_q3k_x16.cpp: Q3_K packed by pack_q3_K_x16 (16-row groups, packed_rows 16) where the
 // AVX-512 VNNI kernels run and the row count is a multiple of 16 (Q3_K has no other packed

@@ -332,7 +332,12 @@ void matmul_q8_0(const weight& w, const float* x, std::int64_t n_tokens, float* 
 }
 
 void matmul_q5_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  if (w.packed != nullptr) return matmul_q5_0_packed(w, x, n_tokens, y, pool);
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  if (w.packed != nullptr && w.packed_rows == 16) {
+    if (matmul_q5_0_x16(w, x, n_tokens, y, pool)) return;
+  } else if (w.packed != nullptr) {
+    return matmul_q5_0_packed(w, x, n_tokens, y, pool);
+  }
   matmul_q8_0_like<gguf::block_q5_0>(w, x, n_tokens, y, pool);
 }
 
@@ -374,30 +379,34 @@ std::span<const exact_matmul> fast_matmuls() {
 
 namespace {
 
+// Per type, the layout made at load time: the first that takes the matrix (the 16-row layouts
+// only where the AVX-512 kernels run and the row count is a multiple of 16).
+struct layout_choice {
+  tensor_type type;
+  std::size_t (*first)(weight&);
+  std::size_t (*otherwise)(weight&);
+};
+
+constexpr layout_choice k_layouts[] = {
+    {tensor_type::q8_0, pack_q8_0, nullptr},
+    {tensor_type::q4_0, pack_q4_0_like<gguf::block_q4_0>, nullptr},
+    {tensor_type::iq4_nl, pack_q4_0_like<gguf::block_iq4_nl>, nullptr},
+    {tensor_type::q4_K, pack_q4_K_x16, pack_q4_K},
+    {tensor_type::q2_K, pack_q2_K_x16, pack_q2_K},
+    {tensor_type::q3_K, pack_q3_K_x16, nullptr},
+    {tensor_type::iq4_xs, pack_iq4_xs_x16, nullptr},
+    {tensor_type::q5_0, pack_q5_0_x16, pack_q5_0},
+    {tensor_type::q5_1, pack_q5_1_x16, pack_q5_1},
+    {tensor_type::q4_1, pack_q4_1_x16, pack_q4_1},
+    {tensor_type::q5_K, pack_q5_K_x16, pack_q5_K},
+    {tensor_type::q6_K, pack_q6_K_x16, pack_q6_K},
+};
+
 std::size_t pack_layout(weight& w) {
-  if (w.type == tensor_type::q8_0) return pack_q8_0(w);
-  if (w.type == tensor_type::q4_0) return pack_q4_0_like<gguf::block_q4_0>(w);
-  if (w.type == tensor_type::iq4_nl) return pack_q4_0_like<gguf::block_iq4_nl>(w);
-  if (w.type == tensor_type::q4_K) {
-    const std::size_t x16 = pack_q4_K_x16(w);
-    return x16 > 0 ? x16 : pack_q4_K(w);
-  }
-  if (w.type == tensor_type::q2_K) {
-    const std::size_t x16 = pack_q2_K_x16(w);
-    return x16 > 0 ? x16 : pack_q2_K(w);
-  }
-  if (w.type == tensor_type::q3_K) return pack_q3_K_x16(w);
-  if (w.type == tensor_type::iq4_xs) return pack_iq4_xs_x16(w);
-  if (w.type == tensor_type::q5_0) return pack_q5_0(w);
-  if (w.type == tensor_type::q5_1) return pack_q5_1(w);
-  if (w.type == tensor_type::q4_1) return pack_q4_1(w);
-  if (w.type == tensor_type::q5_K) {
-    const std::size_t x16 = pack_q5_K_x16(w);
-    return x16 > 0 ? x16 : pack_q5_K(w);
-  }
-  if (w.type == tensor_type::q6_K) {
-    const std::size_t x16 = pack_q6_K_x16(w);
-    return x16 > 0 ? x16 : pack_q6_K(w);
+  for (const layout_choice& c : k_layouts) {
+    if (c.type != w.type) continue;
+    const std::size_t bytes = c.first(w);
+    return bytes > 0 || c.otherwise == nullptr ? bytes : c.otherwise(w);
   }
   return 0;
 }

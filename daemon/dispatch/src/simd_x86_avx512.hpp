@@ -112,13 +112,13 @@ inline bool x16_matmul(const weight& w, std::size_t block_bytes, const gguf::blo
   return true;
 }
 
-// Packs w into a 16-row layout of `block_bytes` per group and super-block, where the AVX-512
-// VNNI kernels run and w.out is a multiple of 16 (else 0, nothing done). fill(dst, block, r)
-// writes row r's super-block `block` into its group's zeroed block at dst.
+// Packs w into a 16-row layout of `block_bytes` per group and block (of `elements`), where the
+// AVX-512 VNNI kernels run and w.out is a multiple of 16 (else 0, nothing done).
+// fill(dst, block, r) writes row r's block into its group's zeroed block at dst.
 template <class Block, class Fill>
-std::size_t x16_pack(weight& w, std::size_t block_bytes, Fill fill) {
+std::size_t x16_pack(weight& w, std::size_t block_bytes, Fill fill, std::int64_t elements = qkk) {
   if (avx512_q4_K_tiles() == nullptr || w.out % 16 != 0) return 0;
-  const std::int64_t nb = w.in / qkk, groups = w.out / 16;
+  const std::int64_t nb = w.in / elements, groups = w.out / 16;
   const std::size_t bytes = static_cast<std::size_t>(groups * nb) * block_bytes;
   auto buffer = make_aligned_bytes(bytes);  // zeroed
   for (std::int64_t g = 0; g < groups; ++g) {

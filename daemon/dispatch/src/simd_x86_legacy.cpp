@@ -122,11 +122,21 @@ void matmul_q_1(const weight& w, const float* x, std::int64_t n_tokens, float* y
 }  // namespace
 
 void matmul_q4_1(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  if (w.packed != nullptr) return matmul_q4_1_packed(w, x, n_tokens, y, pool);
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  if (w.packed != nullptr && w.packed_rows == 16) {
+    if (matmul_q4_1_x16(w, x, n_tokens, y, pool)) return;
+  } else if (w.packed != nullptr) {
+    return matmul_q4_1_packed(w, x, n_tokens, y, pool);
+  }
   matmul_q_1<gguf::block_q4_1>(w, x, n_tokens, y, pool);
 }
 void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  if (w.packed != nullptr) return matmul_q5_1_packed(w, x, n_tokens, y, pool);
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  if (w.packed != nullptr && w.packed_rows == 16) {
+    if (matmul_q5_1_x16(w, x, n_tokens, y, pool)) return;
+  } else if (w.packed != nullptr) {
+    return matmul_q5_1_packed(w, x, n_tokens, y, pool);
+  }
   matmul_q_1<gguf::block_q5_1>(w, x, n_tokens, y, pool);
 }
 

@@ -32,16 +32,7 @@ namespace spite::dispatch::cpu::x86 {
 namespace {
 
 template <class Block>
-struct format {
-  static constexpr bool fifth_bit = !std::is_same_v<Block, gguf::block_q4_1>;
-  static constexpr bool mins = !std::is_same_v<Block, gguf::block_q5_0>;
-  static constexpr std::size_t m_at = 16;
-  static constexpr std::size_t qh_at = mins ? 32 : 16;
-  static constexpr std::size_t nibbles_at = qh_at + (fifth_bit ? 32 : 0);
-  static constexpr std::size_t bytes = nibbles_at + 128;
-  static_assert(bytes == 8 * sizeof(Block));
-  using batch = std::conditional_t<mins, q8_1_batch, q8_0_batch>;
-};
+using format = legacy_layout<Block, 8>;
 
 // Lane L's quants of the 8 rows of a packed block (Q5_*: 0..31, Q4_1: 0..15).
 template <class Block>
@@ -173,13 +164,7 @@ template <class Block>
 void matmul_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   using f = format<Block>;
   const std::int64_t nb = w.in / qk0;
-  typename f::batch xb = [&] {
-    if constexpr (f::mins) {
-      return q8_1_batch(x, w.in, n_tokens);
-    } else {
-      return q8_0_batch(x, w.in, n_tokens, pool);
-    }
-  }();
+  const typename f::batch xb = f::quantize(x, w.in, n_tokens, pool);
   const lane_offsets off(xb, nb, n_tokens, !f::mins, pool);
   const std::size_t group_bytes = static_cast<std::size_t>(nb) * f::bytes;
   // Per activation row and block: its quants, scale (and sum, or Q5_0's lane offsets).

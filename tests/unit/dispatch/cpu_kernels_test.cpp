@@ -127,7 +127,7 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
       const std::vector<std::int64_t> ins = block == 32 ? std::vector<std::int64_t>{block, 3 * block, 5 * block}
                                                         : std::vector<std::int64_t>{block, 3 * block};
       for (const std::int64_t in : ins) {
-        // 48: the 16-row groups of the AVX-512 layouts (Q2_K to Q6_K, IQ4_XS).
+        // 48: the 16-row groups of the AVX-512 layouts (Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1, Q4_1).
         for (const std::int64_t out : {8, 13, 24, 40, 48}) {
           const quantized_matrix m = random_matrix(type, in, out, rng);
           // 299 and 300: past the largest block of activation rows the batched kernels take at a
@@ -260,7 +260,7 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(cpu::pack_weight(iq3.w) == 0);
 }
 
-TEST_CASE("Q8_0, 16-row Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
+TEST_CASE("Q8_0, 16-row Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -288,6 +288,16 @@ TEST_CASE("Q8_0, 16-row Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS, and 4-row Q6_K 
     quantized_matrix q2_24 = random_matrix(tensor_type::q2_K, 256, 24, rng);  // not a multiple of 16
     CHECK(cpu::pack_weight(q2_24.w) > 0);
     CHECK(q2_24.w.packed_rows == 8);
+    for (const tensor_type legacy : {tensor_type::q5_0, tensor_type::q5_1, tensor_type::q4_1}) {
+      quantized_matrix l16 = random_matrix(legacy, 64, 32, rng);
+      CHECK(cpu::pack_weight(l16.w) > 0);
+      CHECK(l16.w.packed_rows == (vnni ? 16 : 8));
+      quantized_matrix l24 = random_matrix(legacy, 64, 24, rng);  // not a multiple of 16
+      CHECK(cpu::pack_weight(l24.w) > 0);
+      CHECK(l24.w.packed_rows == 8);
+      // 16 rows: row 17's d second in the second group's first block (a group: 16 rows' bytes).
+      if (vnni) CHECK(std::memcmp(l16.w.packed + 16 * l16.w.row_bytes + 2, l16.w.row(17), 2) == 0);
+    }
     quantized_matrix xs = random_matrix(tensor_type::iq4_xs, 256, 32, rng);
     CHECK((cpu::pack_weight(xs.w) > 0) == vnni);
     CHECK(xs.w.packed_rows == (vnni ? 16 : 0));

@@ -1,0 +1,170 @@
+// Q5_0, Q5_1 and Q4_1 packed in 16-row groups for processors with AVX-512 VNNI, for decode and
+// batches. The same bits as the references (ref_dot_legacy.cpp; the 8-row layout of
+// simd_x86_legacy_packed.cpp keeps them the same way): per row and 32-element block 8 int32
+// lanes (lane L: elements 4L..4L+3; Q5_0: q5 - 16 against Q8_0 activations, Q5_1 / Q4_1: the
+// unsigned quants against Q8_1 ones), one fma per lane and block with d_w * d_x, the lanes added
+// in reduce8's order; Q5_1 / Q4_1 then add their min terms, a chain fma(m_w, s_x, summs).
+//
+// The 8-row layout computes with 256-bit registers (23-31 GB/s from cache, one thread: below
+// what the memory gives). Here a 64-byte register is lane L of 16 rows, so one VPDPBUSD gives
+// lane L of every row and the rows stay float lanes to the end (no transposes). Per group of
+// 16 rows and block (16 x the file's block, nothing added):
+//   d[16]       f16 at 2 r;
+//   m[16]       (Q5_1, Q4_1) f16 at 32 + 2 r;
+//   qh          (Q5_0, Q5_1) 64 bytes: bit L of byte 4r + j is the fifth bit of row r's
+//               element 4L + j;
+//   nib[4]      64 bytes each: byte 4r + j of nib[i] is row r's qs[4i + j] (its element 4i + j
+//               in the low nibble, 16 + 4i + j in the high one).
+// Q4_1 (320 bytes) and Q5_1 (384) blocks are whole cache lines; Q5_0's (352) every other one.
+// Made only where the AVX-512 kernels run and the row count is a multiple of 16; after
+// set_avx512(false) such a matrix goes through the AVX2 kernels on the file's layout.
+#include "simd_x86_avx512.hpp"
+
+#if defined(__x86_64__)
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+template <class Block>
+using format16 = legacy_layout<Block, 16>;
+
+SPITE_AVX512 inline __m512 halves16(const std::byte* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// Lane L's quants of the 16 rows (Q5_*: 0..31, Q4_1: 0..15) from nib[L % 4] and the fifth bits.
+template <class Block, int L>
+SPITE_AVX512 inline __m512i lane_quants(const __m512i* nib, __m512i qh) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i v = L < 4 ? nib[L % 4] : _mm512_srli_epi16(nib[L % 4], 4);
+  if constexpr (!format16<Block>::fifth_bit) return _mm512_and_si512(v, m4);
+  // Bit L to bit 4; bits crossing from a neighbour byte land outside bit 4 and are masked off.
+  __m512i high = qh;
+  if constexpr (L < 4) high = _mm512_slli_epi16(qh, 4 - L);
+  if constexpr (L > 4) high = _mm512_srli_epi16(qh, L - 4);
+  return _mm512_ternarylogic_epi32(v, m4, _mm512_and_si512(high, _mm512_set1_epi8(0x10)), a_and_b_or_c);
+}
+
+// Lane L of a block for T activation rows (blocks at[t] of the batch, scales ds[t]): one exact
+// int32 lane of 16 rows each, into acc[t][L] with one fma.
+template <class Block, int L, int T>
+SPITE_AVX512 inline void lane(const __m512i* nib, __m512i qh, const typename format16<Block>::batch& xb, const std::size_t* at,
+                              const __m512* ds, const std::int32_t* offsets, __m512 (*acc)[8]) {
+  const __m512i q = lane_quants<Block, L>(nib, qh);
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_set1_epi32(load_u32(xb.qs(at[t]) + 4 * L)));
+    if constexpr (!format16<Block>::mins) sums = _mm512_sub_epi32(sums, _mm512_set1_epi32(offsets[8 * at[t] + L]));
+    acc[t][L] = _mm512_fmadd_ps(ds[t], _mm512_cvtepi32_ps(sums), acc[t][L]);
+  }
+}
+
+// T activation rows from t0 against a group of 16 rows. offsets (Q5_0): per activation row and
+// block, lane L's 16 x (x[4L] + ... + x[4L + 3]) at 8 i + L.
+template <class Block, int T>
+SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const typename format16<Block>::batch& xb,
+                         const std::int32_t* offsets, std::int64_t t0, std::int64_t out, float* y16) {
+  using f = format16<Block>;
+  __m512 acc[T][8], summs[T];
+  x16_zero<T>(acc);
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) summs[t] = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group + static_cast<std::size_t>(b) * f::bytes;
+    // The block 8 ahead (2.5-3 KB): the hardware prefetchers alone lag behind a dense stream
+    // (as in simd_x86_q6k_x16.cpp).
+    for (std::size_t off = 0; off < f::bytes; off += cache_line) prefetch_l1(blk + 8 * f::bytes + off);
+    __m512i nib[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) nib[i] = _mm512_loadu_si512(blk + f::nibbles_at + 64 * i);
+    const __m512i qh = f::fifth_bit ? _mm512_loadu_si512(blk + f::qh_at) : _mm512_setzero_si512();
+    const __m512 dw = halves16(blk);
+    std::size_t at[T];
+    __m512 ds[T];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      at[t] = static_cast<std::size_t>((t0 + t) * nb + b);
+      ds[t] = _mm512_mul_ps(dw, _mm512_set1_ps(xb.d[at[t]]));
+      if constexpr (f::mins) summs[t] = _mm512_fmadd_ps(halves16(blk + f::m_at), _mm512_set1_ps(xb.s[at[t]]), summs[t]);
+    }
+    lane<Block, 0, T>(nib, qh, xb, at, ds, offsets, acc);
+    lane<Block, 1, T>(nib, qh, xb, at, ds, offsets, acc);
+    lane<Block, 2, T>(nib, qh, xb, at, ds, offsets, acc);
+    lane<Block, 3, T>(nib, qh, xb, at, ds, offsets, acc);
+    lane<Block, 4, T>(nib, qh, xb, at, ds, offsets, acc);
+    lane<Block, 5, T>(nib, qh, xb, at, ds, offsets, acc);
+    lane<Block, 6, T>(nib, qh, xb, at, ds, offsets, acc);
+    lane<Block, 7, T>(nib, qh, xb, at, ds, offsets, acc);
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m512 sum = x16_lane_sum(acc[t]);
+    _mm512_storeu_ps(y16 + (t0 + t) * out, f::mins ? _mm512_add_ps(sum, summs[t]) : sum);
+  }
+}
+
+template <class Block>
+bool matmul_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  using f = format16<Block>;
+  if (avx512_q4_K_tiles() == nullptr) return false;
+  const std::int64_t nb = w.in / qk0;
+  const typename f::batch xb = f::quantize(x, w.in, n_tokens, pool);
+  std::vector<std::int32_t> offsets;
+  if constexpr (!f::mins) {
+    offsets.resize(static_cast<std::size_t>(8 * nb * n_tokens));
+    for (std::size_t i = 0; i < offsets.size(); ++i) {
+      const std::int8_t* q = xb.qs(i / 8) + 4 * (i % 8);
+      offsets[i] = 16 * (q[0] + q[1] + q[2] + q[3]);
+    }
+  }
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * f::bytes;
+  const std::size_t x_row_bytes = static_cast<std::size_t>(nb) * (qk0 + 2 * sizeof(float) + 32);
+  by_groups_and_token_blocks(w.out / 16, n_tokens, token_block(x_row_bytes), pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+    const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
+    std::int64_t t = t0;
+    for (; t + 2 <= t1; t += 2) tile16<Block, 2>(group, nb, xb, offsets.data(), t, w.out, y + 16 * g);
+    if (t < t1) tile16<Block, 1>(group, nb, xb, offsets.data(), t, w.out, y + 16 * g);
+  });
+  return true;
+}
+
+template <class Block>
+std::size_t pack16(weight& w) {
+  using f = format16<Block>;
+  return x16_pack<Block>(
+      w, f::bytes,
+      [](std::uint8_t* dst, const Block& blk, int r) {
+        std::memcpy(dst + 2 * r, &blk.d, 2);
+        if constexpr (f::mins) std::memcpy(dst + f::m_at + 2 * r, &blk.m, 2);
+        if constexpr (f::fifth_bit) {
+          std::uint32_t qh;
+          std::memcpy(&qh, blk.qh, 4);
+          for (int e = 0; e < 32; ++e) dst[f::qh_at + 4 * r + e % 4] |= static_cast<std::uint8_t>(((qh >> e) & 1) << (e / 4));
+        }
+        for (int i = 0; i < 4; ++i) std::memcpy(dst + f::nibbles_at + 64 * i + 4 * r, blk.qs + 4 * i, 4);
+      },
+      qk0);
+}
+
+}  // namespace
+
+std::size_t pack_q5_0_x16(weight& w) { return pack16<gguf::block_q5_0>(w); }
+std::size_t pack_q5_1_x16(weight& w) { return pack16<gguf::block_q5_1>(w); }
+std::size_t pack_q4_1_x16(weight& w) { return pack16<gguf::block_q4_1>(w); }
+
+bool matmul_q5_0_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  return matmul_x16<gguf::block_q5_0>(w, x, n_tokens, y, pool);
+}
+bool matmul_q5_1_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  return matmul_x16<gguf::block_q5_1>(w, x, n_tokens, y, pool);
+}
+bool matmul_q4_1_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  return matmul_x16<gguf::block_q4_1>(w, x, n_tokens, y, pool);
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
