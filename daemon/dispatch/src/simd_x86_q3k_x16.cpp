@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ref_kquants.hpp"
 
 namespace spite::dispatch::cpu::x86 {
 namespace {
@@ -141,22 +140,32 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
 
 std::size_t pack_q3_K_x16(weight& w) {
   return x16_pack<gguf::block_q3_K>(w, x16_block, [](std::uint8_t* dst, const gguf::block_q3_K& blk, int r) {
-    std::int8_t q[qkk], sc[16];
-    kquants::unpack_q3_K(blk, q, sc);
+    std::int8_t sc[16];
+    q3_K_scales(blk.scales, sc);
     std::memcpy(dst + 2 * r, &blk.d, 2);
     for (int s = 0; s < 16; ++s) {
       const int p = s / 4, k = (s / 2) % 2, h = s % 2;
       dst[x16_scales + 64 * p + 32 * h + 2 * r + k] = static_cast<std::uint8_t>(sc[s]);
     }
-    for (int grp = 0; grp < 8; ++grp) {
-      std::uint8_t* gd = dst + x16_groups + x16_group * static_cast<std::size_t>(grp);
-      for (int L = 0; L < 8; ++L) {
-        for (int i = 0; i < 4; ++i) {
-          const auto u = static_cast<std::uint8_t>(q[32 * grp + 4 * L + i] + 4);
-          gd[64 * (L / 4) + 4 * r + i] |= static_cast<std::uint8_t>((u & 3) << (2 * (L % 4)));
-          gd[128 + 4 * r + i] |= static_cast<std::uint8_t>((u >> 2) << L);
-        }
+    // Group g = 4c + k is elements 128c + 32k + l: low bits 2k..2k+1 of qs[32c + l], third bit
+    // (q + 4 = low + 4 x the bit) bit 4c + k of hmask[l]. Four elements (l = 4L..4L+3) at a time,
+    // one byte each.
+    const auto word = [](const std::uint8_t* p) {
+      std::uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    };
+    for (int g = 0; g < 8; ++g) {
+      const int c = g / 4, k = g % 4;
+      std::uint8_t* gd = dst + x16_groups + x16_group * static_cast<std::size_t>(g);
+      for (int m = 0; m < 2; ++m) {
+        std::uint32_t low = 0;
+        for (int j = 0; j < 4; ++j) low |= ((word(blk.qs + 32 * c + 16 * m + 4 * j) >> (2 * k)) & 0x03030303u) << (2 * j);
+        std::memcpy(gd + 64 * m + 4 * r, &low, 4);
       }
+      std::uint32_t high = 0;
+      for (int L = 0; L < 8; ++L) high |= ((word(blk.hmask + 4 * L) >> (4 * c + k)) & 0x01010101u) << L;
+      std::memcpy(gd + 128 + 4 * r, &high, 4);
     }
   });
 }
