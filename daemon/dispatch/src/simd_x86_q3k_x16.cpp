@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <cstring>
 
-
 namespace spite::dispatch::cpu::x86 {
 namespace {
 
