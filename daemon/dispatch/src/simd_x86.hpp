@@ -817,6 +817,14 @@ bool matmul_q5_0_x16(const weight& w, const float* x, std::int64_t n_tokens, flo
 bool matmul_q5_1_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 bool matmul_q4_1_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
+// simd_x86_q4_0_x16.cpp: Q4_0 and IQ4_NL packed in 16-row groups (packed_rows 16) where the
+// AVX-512 VNNI kernels run and the row count is a multiple of 16 (else pack_q4_0_like's 8-row
+// groups). matmul_q4_0_x16 (`nl`: IQ4_NL) returns false, having done nothing, when those
+// kernels stand aside.
+std::size_t pack_q4_0_x16(weight& w);
+std::size_t pack_iq4_nl_x16(weight& w);
+bool matmul_q4_0_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, bool nl, float* y, thread_pool& pool);
+
 // simd_x86_q3k_x16.cpp: Q3_K packed by pack_q3_K_x16 (16-row groups, packed_rows 16) where the
 // AVX-512 VNNI kernels run and the row count is a multiple of 16 (Q3_K has no other packed
 // layout). matmul_q3_K_x16 returns false, having done nothing, when those kernels stand aside.

@@ -306,7 +306,12 @@ void matmul_q4_0_packed(const weight& w, const q8_0_batch& xb, std::int64_t n_to
 void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_0)(w, x, n_tokens, y, pool);
   const q8_0_batch xb(x, w.in, n_tokens, pool);
-  if (w.packed != nullptr) return matmul_q4_0_packed(w, xb, n_tokens, y, pool);
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  if (w.packed != nullptr && w.packed_rows == 16) {
+    if (matmul_q4_0_x16(w, xb, n_tokens, false, y, pool)) return;
+  } else if (w.packed != nullptr) {
+    return matmul_q4_0_packed(w, xb, n_tokens, y, pool);
+  }
   if (n_tokens < 4) {
     pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
       for (std::int64_t g = begin; g < end; ++g) {
@@ -389,8 +394,8 @@ struct layout_choice {
 
 constexpr layout_choice k_layouts[] = {
     {tensor_type::q8_0, pack_q8_0, nullptr},
-    {tensor_type::q4_0, pack_q4_0_like<gguf::block_q4_0>, nullptr},
-    {tensor_type::iq4_nl, pack_q4_0_like<gguf::block_iq4_nl>, nullptr},
+    {tensor_type::q4_0, pack_q4_0_x16, pack_q4_0_like<gguf::block_q4_0>},
+    {tensor_type::iq4_nl, pack_iq4_nl_x16, pack_q4_0_like<gguf::block_iq4_nl>},
     {tensor_type::q4_K, pack_q4_K_x16, pack_q4_K},
     {tensor_type::q2_K, pack_q2_K_x16, pack_q2_K},
     {tensor_type::q3_K, pack_q3_K_x16, nullptr},

@@ -230,7 +230,10 @@ void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float
   }
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens, pool);
-  if (w.packed != nullptr) {
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  if (w.packed != nullptr && w.packed_rows == 16) {
+    if (matmul_q4_0_x16(w, xb, n_tokens, true, y, pool)) return;
+  } else if (w.packed != nullptr) {
     const q4_0_tiles avx2{q4_0_layout_tile<iq4_nl_sums, 1>, q4_0_layout_tile<iq4_nl_sums, 4>};
     const q4_0_tiles* vnni = avx512_iq4_nl_tiles();
     const q4_0_tiles& tiles = vnni != nullptr ? *vnni : avx2;

@@ -127,7 +127,7 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
       const std::vector<std::int64_t> ins = block == 32 ? std::vector<std::int64_t>{block, 3 * block, 5 * block}
                                                         : std::vector<std::int64_t>{block, 3 * block};
       for (const std::int64_t in : ins) {
-        // 48: the 16-row groups of the AVX-512 layouts (Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1, Q4_1).
+        // 48: the 16-row groups of the AVX-512 layouts (all but Q8_0).
         for (const std::int64_t out : {8, 13, 24, 40, 48}) {
           const quantized_matrix m = random_matrix(type, in, out, rng);
           // 299 and 300: past the largest block of activation rows the batched kernels take at a
@@ -255,12 +255,16 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   quantized_matrix odd = random_matrix(tensor_type::q4_0, 64, 13, rng);
   CHECK(cpu::pack_weight(odd.w) == 0);
   CHECK(odd.w.packed == nullptr);
-  CHECK(eight.w.packed_rows == 8);
+  // 16 rows: the 16-row groups where the AVX-512 kernels run, else two 8-row groups.
+  CHECK(eight.w.packed_rows == (cpu::has_avx512_kernels() ? 16 : 8));
+  quantized_matrix twenty_four = random_matrix(tensor_type::q4_0, 64, 24, rng);
+  CHECK(cpu::pack_weight(twenty_four.w) == twenty_four.bytes.size());
+  CHECK(twenty_four.w.packed_rows == 8);
   quantized_matrix iq3 = random_matrix(tensor_type::iq3_s, 256, 16, rng);  // a type without a packed layout
   CHECK(cpu::pack_weight(iq3.w) == 0);
 }
 
-TEST_CASE("Q8_0, 16-row Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
+TEST_CASE("Q8_0, 16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -288,6 +292,14 @@ TEST_CASE("Q8_0, 16-row Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_
     quantized_matrix q2_24 = random_matrix(tensor_type::q2_K, 256, 24, rng);  // not a multiple of 16
     CHECK(cpu::pack_weight(q2_24.w) > 0);
     CHECK(q2_24.w.packed_rows == 8);
+    for (const tensor_type nibbles : {tensor_type::q4_0, tensor_type::iq4_nl}) {
+      quantized_matrix n16 = random_matrix(nibbles, 96, 32, rng);  // 3 blocks: the second pair half empty
+      CHECK(cpu::pack_weight(n16.w) > 0);
+      CHECK(n16.w.packed_rows == (vnni ? 16 : 8));
+      // 16 rows: a group is 2 pairs of blocks of 576 bytes; row 17's d of block 2 is second in
+      // the second group's second pair.
+      if (vnni) CHECK(std::memcmp(n16.w.packed + 3 * 576 + 2, n16.w.row(17) + 2 * 18, 2) == 0);
+    }
     for (const tensor_type legacy : {tensor_type::q5_0, tensor_type::q5_1, tensor_type::q4_1}) {
       quantized_matrix l16 = random_matrix(legacy, 64, 32, rng);
       CHECK(cpu::pack_weight(l16.w) > 0);

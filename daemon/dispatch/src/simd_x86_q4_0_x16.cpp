@@ -1,0 +1,145 @@
+// Q4_0 and IQ4_NL packed in 16-row groups for processors with AVX-512 VNNI, for decode and
+// batches. The reference repacks these types (ref_dot_repack.cpp): per row and block one exact
+// integer sum and one fma with d_w * d_x, so rows are lanes and nothing is reduced.
+//
+// The 8-row layout (simd_x86.hpp, q4_0_tile in simd_x86_avx512.cpp) fills a 512-bit register
+// with two 4-byte chunks of 8 rows, so each VPDPBUSD needs the activation dwords of two chunks
+// side by side: a VPERMD per product, and the float work on 256-bit halves (64-67 GB/s from cache
+// on one core). Here a register is one chunk of 16 rows, each VPDPBUSD takes its activation dword
+// as a broadcast, and the block ends in one 512-bit fma. Q4_0's quants q - 8 go in as q (0..15)
+// and 8 x sum(x) is taken off; IQ4_NL's as table value + 128 (VPSHUFB), and 128 x sum(x). Per
+// group of 16 rows and pair of blocks (576 bytes, 9 cache lines: 16 x 2 x 18, nothing added):
+//   d[2][16]        f16 at 32 h + 2 r: row r's scale of block 2p + h;
+//   quants[2][4]    64-byte registers at 64 + 256 h + 64 i: bytes 4r..4r+3 are row r's
+//                   qs[4i..4i+3] of block 2p + h (elements 4i + j in the low nibbles, 16 + 4i + j
+//                   in the high ones).
+// An odd last block leaves its pair's second half zero (never read). Made only where the AVX-512
+// kernels run and the row count is a multiple of 16; after set_avx512(false) such a matrix goes
+// through the AVX2 kernels on the file's layout.
+#include "simd_x86_avx512.hpp"
+
+#if defined(__x86_64__)
+#include <cstring>
+
+#include "../../gguf/src/quants/iq_tables.hpp"
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+constexpr std::size_t x16_pair = 2 * 16 * sizeof(gguf::block_q4_0), x16_quants = 64;
+static_assert(x16_pair == 9 * cache_line && x16_quants + 2 * 4 * 64 == x16_pair);
+
+// K activation rows from t0 against a group of 16 rows.
+template <int K, bool Nl>
+SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0, std::int64_t out,
+                         bool decode, float* y16) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  [[maybe_unused]] __m512i table;
+  if constexpr (Nl) {
+    const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_iq4nl));
+    table = _mm512_broadcast_i32x4(_mm_xor_si128(values, _mm_set1_epi8(static_cast<char>(0x80))));  // value + 128
+  }
+  __m512 acc[K];
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) acc[k] = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* pair = group + static_cast<std::size_t>(b / 2) * x16_pair;
+    const std::size_t h = static_cast<std::size_t>(b % 2);
+    if (decode) {
+      // The pair 8 ahead (4.6 KB), half its lines per block: the hardware prefetchers alone lag
+      // behind this stream (as for the 8-row layout, 32 blocks ahead).
+      for (std::size_t l = 5 * h; l < 5 + 4 * h; ++l) prefetch_l1(pair + 8 * x16_pair + cache_line * l);
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * h)));
+    const std::byte* quants = pair + x16_quants + 256 * h;
+    __m512i chunk[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m512i v = _mm512_load_si512(quants + 64 * i);
+      chunk[i] = _mm512_and_si512(v, m4);
+      chunk[4 + i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      if constexpr (Nl) {
+        chunk[i] = _mm512_shuffle_epi8(table, chunk[i]);
+        chunk[4 + i] = _mm512_shuffle_epi8(table, chunk[4 + i]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) {
+      const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
+      const std::int8_t* x = xb.qs(i);
+      // Two chains of four products: chunk c pairs with activation dword c.
+      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        s0 = _mm512_dpbusd_epi32(s0, chunk[c], _mm512_set1_epi32(load_u32(x + 4 * c)));
+        s1 = _mm512_dpbusd_epi32(s1, chunk[4 + c], _mm512_set1_epi32(load_u32(x + 16 + 4 * c)));
+      }
+      // sum((q - 8) x) = sum(q x) - 8 sum(x); IQ4_NL: - 128 sum(x)
+      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(Nl ? 16 * xb.sum8[i] : xb.sum8[i]));
+      acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(xb.d[i])), acc[k]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) _mm512_storeu_ps(y16 + (t0 + k) * out, acc[k]);
+}
+
+template <class Block>
+std::size_t pack16(weight& w) {
+  static_assert(sizeof(Block) == sizeof(gguf::block_q4_0));
+  if (avx512_q4_K_tiles() == nullptr || w.out % 16 != 0) return 0;
+  const std::int64_t nb = w.in / qk0, pairs = (nb + 1) / 2, groups = w.out / 16;
+  const std::size_t bytes = static_cast<std::size_t>(groups * pairs) * x16_pair;
+  auto buffer = make_aligned_bytes(bytes);  // zeroed
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < 16; ++r) {
+      const auto* row = reinterpret_cast<const Block*>(w.row(16 * g + r));
+      for (std::int64_t b = 0; b < nb; ++b) {
+        std::byte* pair = buffer.get() + static_cast<std::size_t>(g * pairs + b / 2) * x16_pair;
+        const std::size_t h = static_cast<std::size_t>(b % 2);
+        std::memcpy(pair + 32 * h + 2 * r, &row[b].d, 2);
+        for (int i = 0; i < 4; ++i) std::memcpy(pair + x16_quants + 256 * h + 64 * i + 4 * r, row[b].qs + 4 * i, 4);
+      }
+    }
+  }
+  w.packed = buffer.get();
+  w.packed_owner = std::move(buffer);
+  w.packed_rows = 16;
+  return bytes;
+}
+
+}  // namespace
+
+std::size_t pack_q4_0_x16(weight& w) { return pack16<gguf::block_q4_0>(w); }
+std::size_t pack_iq4_nl_x16(weight& w) { return pack16<gguf::block_iq4_nl>(w); }
+
+bool matmul_q4_0_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, bool nl, float* y, thread_pool& pool) {
+  if (avx512_q4_K_tiles() == nullptr) return false;
+  const std::int64_t nb = w.in / qk0;
+  const std::size_t group_bytes = static_cast<std::size_t>((nb + 1) / 2) * x16_pair;
+  by_groups_and_token_blocks(w.out / 16, n_tokens, token_block(q8_0_batch::row_bytes(nb)), pool,
+                             [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+                               const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
+                               float* y16 = y + 16 * g;
+                               const bool decode = t1 - t0 == 1;
+                               std::int64_t t = t0;
+                               for (; t + 4 <= t1; t += 4) {
+                                 if (nl) {
+                                   tile16<4, true>(group, nb, xb, t, w.out, false, y16);
+                                 } else {
+                                   tile16<4, false>(group, nb, xb, t, w.out, false, y16);
+                                 }
+                               }
+                               for (; t < t1; ++t) {
+                                 if (nl) {
+                                   tile16<1, true>(group, nb, xb, t, w.out, decode, y16);
+                                 } else {
+                                   tile16<1, false>(group, nb, xb, t, w.out, decode, y16);
+                                 }
+                               }
+                             });
+  return true;
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
