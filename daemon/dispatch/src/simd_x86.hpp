@@ -768,68 +768,10 @@ void matmul_q5_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
 // simd_x86_q6k_avx512.cpp: Q6_K in 4-row groups (q6_K_blocks) where the AVX-512 VNNI kernels run.
 std::size_t pack_q6_K(weight& w);
 
-// simd_x86_q6k_x16.cpp: Q6_K packed by pack_q6_K_x16 (16-row groups, packed_rows 16) where the
-// AVX-512 VNNI kernels run and the row count is a multiple of 16. matmul_q6_K_x16 returns false,
-// having done nothing, when those kernels stand aside (set_avx512(false)).
-std::size_t pack_q6_K_x16(weight& w);
-bool matmul_q6_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
-
 // simd_x86_q8_0_packed.cpp: Q8_0 packed by pack_q8_0 (8-row groups of quants + 128 for
 // VPDPBUSD) where the AVX-512 VNNI kernels run.
 std::size_t pack_q8_0(weight& w);
 void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
-
-// simd_x86_q5k_x16.cpp: Q5_K packed by pack_q5_K_x16 (16-row groups, packed_rows 16) where the
-// AVX-512 VNNI kernels run and the row count is a multiple of 16. matmul_q5_K_x16 returns false,
-// having done nothing, when those kernels stand aside (set_avx512(false)).
-std::size_t pack_q5_K_x16(weight& w);
-bool matmul_q5_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
-
-// simd_x86_q4k_x16.cpp: Q4_K packed by pack_q4_K_x16 (16-row groups, packed_rows 16) where the
-// AVX-512 VNNI kernels run and the row count is a multiple of 16. matmul_q4_K_x16 returns
-// false, having done nothing, when those kernels stand aside (set_avx512(false)).
-std::size_t pack_q4_K_x16(weight& w);
-bool matmul_q4_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
-                     thread_pool& pool);
-
-// simd_x86_q2k_x16.cpp: Q2_K packed by pack_q2_K_x16 (16-row groups, packed_rows 16) where the
-// AVX-512 VNNI kernels run and the row count is a multiple of 16 (else pack_q2_K's 8-row groups).
-// matmul_q2_K_x16 returns false, having done nothing, when those kernels stand aside.
-std::size_t pack_q2_K_x16(weight& w);
-bool matmul_q2_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
-                     thread_pool& pool);
-
-// simd_x86_iq4xs_x16.cpp: IQ4_XS packed by pack_iq4_xs_x16 (16-row groups, packed_rows 16) where
-// the AVX-512 VNNI kernels run and the row count is a multiple of 16 (IQ4_XS has no other packed
-// layout). matmul_iq4_xs_x16 takes activations in the plain Q8_K order and returns false, having
-// done nothing, when those kernels stand aside.
-std::size_t pack_iq4_xs_x16(weight& w);
-bool matmul_iq4_xs_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
-
-// simd_x86_legacy_x16.cpp: Q5_0, Q5_1 and Q4_1 packed in 16-row groups (packed_rows 16) where the
-// AVX-512 VNNI kernels run and the row count is a multiple of 16 (else the 8-row groups of
-// simd_x86_legacy_packed.cpp). The matmuls return false, having done nothing, when those
-// kernels stand aside.
-std::size_t pack_q5_0_x16(weight& w);
-std::size_t pack_q5_1_x16(weight& w);
-std::size_t pack_q4_1_x16(weight& w);
-bool matmul_q5_0_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
-bool matmul_q5_1_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
-bool matmul_q4_1_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
-
-// simd_x86_q4_0_x16.cpp: Q4_0 and IQ4_NL packed in 16-row groups (packed_rows 16) where the
-// AVX-512 VNNI kernels run and the row count is a multiple of 16 (else pack_q4_0_like's 8-row
-// groups). matmul_q4_0_x16 (`nl`: IQ4_NL) returns false, having done nothing, when those
-// kernels stand aside.
-std::size_t pack_q4_0_x16(weight& w);
-std::size_t pack_iq4_nl_x16(weight& w);
-bool matmul_q4_0_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, bool nl, float* y, thread_pool& pool);
-
-// simd_x86_q3k_x16.cpp: Q3_K packed by pack_q3_K_x16 (16-row groups, packed_rows 16) where the
-// AVX-512 VNNI kernels run and the row count is a multiple of 16 (Q3_K has no other packed
-// layout). matmul_q3_K_x16 returns false, having done nothing, when those kernels stand aside.
-std::size_t pack_q3_K_x16(weight& w);
-bool matmul_q3_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_k35.cpp
 void matmul_q3_K(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

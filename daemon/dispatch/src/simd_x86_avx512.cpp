@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "../../gguf/src/quants/iq_tables.hpp"
 
 namespace spite::dispatch::cpu {
 namespace {
@@ -139,11 +138,7 @@ template <int K, bool Nl = false>
 SPITE_AVX512 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
                             std::int64_t out, float* y) {
   const __m512i m = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] __m512i table;
-  if constexpr (Nl) {
-    const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_iq4nl));
-    table = _mm512_broadcast_i32x4(_mm_xor_si128(values, _mm_set1_epi8(static_cast<char>(0x80))));  // value + 128
-  }
+  [[maybe_unused]] const __m512i table = Nl ? iq4_nl_values_plus_128() : _mm512_setzero_si512();
   // Low nibbles of chunks 2c, 2c + 1 pair with activation dwords 2c, 2c + 1; high nibbles with
   // dwords 4 + 2c, 4 + 2c + 1.
   __m512i pick_lo[2], pick_hi[2];

@@ -8,6 +8,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "simd_x86.hpp"
+#include "simd_x86_x16.hpp"
+#include "../../gguf/src/quants/iq_tables.hpp"
 
 #define SPITE_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
@@ -47,6 +49,13 @@ SPITE_AVX512 inline __m512i x16_pair_half(__m512i pairs) {
   }
 }
 
+// IQ4_NL's 16 values + 128 (1..241: unsigned, for VPDPBUSD) in each 128-bit lane, for VPSHUFB
+// by index; the block sums then take 128 x sum(x) off.
+SPITE_AVX512 inline __m512i iq4_nl_values_plus_128() {
+  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_iq4nl));
+  return _mm512_broadcast_i32x4(_mm_xor_si128(values, _mm_set1_epi8(static_cast<char>(0x80))));
+}
+
 // T activation rows' float accumulators, 8 lanes each, zeroed.
 template <int T>
 SPITE_AVX512 inline void x16_zero(__m512 (*acc)[8]) {
@@ -84,17 +93,22 @@ SPITE_AVX512 inline __m512 x16_lane_sum(const __m512* acc) {
 using x16_tile_fn = void (*)(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
                              std::int64_t out, float* y16);
 
-// fn(group, t0, t1, o) for each group of 16 rows (its packed bytes at `group`, its first row o)
-// and each block of activation rows [t0, t1), across the pool: a 16-row layout of
-// `block_bytes` per group and super-block.
+// fn(group, t0, t1, o) for each group of 16 rows (its packed bytes at `group`, `group_bytes`
+// apart, its first row o) and each block of activation rows [t0, t1) (rows of `x_row_bytes`),
+// across the pool.
 template <class Fn>
-void x16_for_groups(const weight& w, std::size_t block_bytes, std::int64_t n_tokens, thread_pool& pool, Fn fn) {
-  const std::int64_t nb = w.in / qkk;
-  const std::size_t group_bytes = static_cast<std::size_t>(nb) * block_bytes;
-  const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
-  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+void x16_for_groups(const weight& w, std::size_t group_bytes, std::size_t x_row_bytes, std::int64_t n_tokens, thread_pool& pool,
+                    Fn fn) {
+  by_groups_and_token_blocks(w.out / 16, n_tokens, token_block(x_row_bytes), pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
     fn(w.packed + static_cast<std::size_t>(g) * group_bytes, t0, t1, 16 * g);
   });
+}
+
+// The same for a layout of `block_bytes` per group and super-block, against Q8_K activations.
+template <class Fn>
+void x16_for_groups_k(const weight& w, std::size_t block_bytes, std::int64_t n_tokens, thread_pool& pool, Fn fn) {
+  const auto nb = static_cast<std::size_t>(w.in / qkk);
+  x16_for_groups(w, nb * block_bytes, nb * sizeof(gguf::block_q8_K), n_tokens, pool, fn);
 }
 
 // A matmul on a 16-row layout of `block_bytes` per group and super-block: each group against
@@ -104,7 +118,7 @@ inline bool x16_matmul(const weight& w, std::size_t block_bytes, const gguf::blo
                        thread_pool& pool, x16_tile_fn two, x16_tile_fn one) {
   if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qkk;
-  x16_for_groups(w, block_bytes, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
+  x16_for_groups_k(w, block_bytes, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
     std::int64_t t = t0;
     for (; t + 2 <= t1; t += 2) two(group, nb, xq + t * nb, nb, w.out, y + t * w.out + o);
     if (t < t1) one(group, nb, xq + t * nb, nb, w.out, y + t * w.out + o);

@@ -9,6 +9,7 @@
 // the quants' signs (signed_pairs); decode multiplies the unsigned v = q + 4 and takes 4 x off
 // each int16 pair sum. Both give the reference's exact pair sums.
 #include "simd_x86.hpp"
+#include "simd_x86_x16.hpp"
 
 #if defined(__x86_64__)
 #include <cmath>

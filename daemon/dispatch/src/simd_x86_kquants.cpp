@@ -1,6 +1,7 @@
 // AVX2 versions of the Q4_K and Q6_K matmuls (the contract of simd_x86_avx2.cpp: the
 // reference's exact integer sums and float operations, so the same bits).
 #include "simd_x86.hpp"
+#include "simd_x86_x16.hpp"
 
 #if defined(__x86_64__)
 #include <memory>

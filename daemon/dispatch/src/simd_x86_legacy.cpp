@@ -6,6 +6,7 @@
 // block unpacked in registers once for the K activation rows. (Q5_0 shares Q8_0's tiles in
 // simd_x86_avx2.cpp.)
 #include "simd_x86.hpp"
+#include "simd_x86_x16.hpp"
 
 #if defined(__x86_64__)
 #include <cmath>

@@ -82,13 +82,14 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const typename
     for (int i = 0; i < 4; ++i) nib[i] = _mm512_loadu_si512(blk + f::nibbles_at + 64 * i);
     const __m512i qh = f::fifth_bit ? _mm512_loadu_si512(blk + f::qh_at) : _mm512_setzero_si512();
     const __m512 dw = halves16(blk);
+    [[maybe_unused]] const __m512 mw = f::mins ? halves16(blk + f::m_at) : _mm512_setzero_ps();
     std::size_t at[T];
     __m512 ds[T];
 #pragma GCC unroll 2
     for (int t = 0; t < T; ++t) {
       at[t] = static_cast<std::size_t>((t0 + t) * nb + b);
       ds[t] = _mm512_mul_ps(dw, _mm512_set1_ps(xb.d[at[t]]));
-      if constexpr (f::mins) summs[t] = _mm512_fmadd_ps(halves16(blk + f::m_at), _mm512_set1_ps(xb.s[at[t]]), summs[t]);
+      if constexpr (f::mins) summs[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xb.s[at[t]]), summs[t]);
     }
     lane<Block, 0, T>(nib, qh, xb, at, ds, offsets, acc);
     lane<Block, 1, T>(nib, qh, xb, at, ds, offsets, acc);
@@ -120,14 +121,14 @@ bool matmul_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y
       offsets[i] = 16 * (q[0] + q[1] + q[2] + q[3]);
     }
   }
-  const std::size_t group_bytes = static_cast<std::size_t>(nb) * f::bytes;
+  // Per activation row and block: its quants, scale and sum or lane offsets.
   const std::size_t x_row_bytes = static_cast<std::size_t>(nb) * (qk0 + 2 * sizeof(float) + 32);
-  by_groups_and_token_blocks(w.out / 16, n_tokens, token_block(x_row_bytes), pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-    const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
-    std::int64_t t = t0;
-    for (; t + 2 <= t1; t += 2) tile16<Block, 2>(group, nb, xb, offsets.data(), t, w.out, y + 16 * g);
-    if (t < t1) tile16<Block, 1>(group, nb, xb, offsets.data(), t, w.out, y + 16 * g);
-  });
+  x16_for_groups(w, static_cast<std::size_t>(nb) * f::bytes, x_row_bytes, n_tokens, pool,
+                 [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
+                   std::int64_t t = t0;
+                   for (; t + 2 <= t1; t += 2) tile16<Block, 2>(group, nb, xb, offsets.data(), t, w.out, y + o);
+                   if (t < t1) tile16<Block, 1>(group, nb, xb, offsets.data(), t, w.out, y + o);
+                 });
   return true;
 }
 

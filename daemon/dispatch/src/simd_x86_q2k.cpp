@@ -7,6 +7,7 @@
 // maddubs over the 2-bit quants, unpacked once per block for up to four activation rows. Other
 // row counts keep the reference's vector-dot path.
 #include "simd_x86.hpp"
+#include "simd_x86_x16.hpp"
 
 #if defined(__x86_64__)
 #include <cstring>

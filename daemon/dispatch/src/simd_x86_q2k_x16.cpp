@@ -128,7 +128,7 @@ bool matmul_q2_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
                      thread_pool& pool) {
   if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qkk;
-  x16_for_groups(w, x16_block, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
+  x16_for_groups_k(w, x16_block, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
     float* yg = y + o;
     std::int64_t t = t0;
     for (; t + 4 <= std::min(t1, ng); t += 4) tile16<4, true>(group, nb, xq, t, w.out, yg);

@@ -28,6 +28,7 @@
 #if defined(__x86_64__)
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace spite::dispatch::cpu::x86 {
 namespace {
@@ -81,7 +82,7 @@ SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* x
 // -4 (sc[4P + h] S(2P, L) + sc[4P + 2 + h] S(2P + 1, L)), S(g, L) the sum of the activations of
 // its elements in group g (h = L / 4).
 template <int P, int T>
-SPITE_AVX512 inline void group_pair(const std::byte* blk, const std::int8_t* const* xs, const std::int32_t (*offsets)[4][8],
+SPITE_AVX512 inline void group_pair(const std::byte* blk, const std::int8_t* const* xs, const std::int32_t (*const* offsets)[8],
                                     __m512i m3, __m512i m4, __m512i (*lanes)[8]) {
   const auto* sc = reinterpret_cast<const __m256i*>(blk + x16_scales + 64 * P);
   const __m512i pairs0 = _mm512_cvtepi8_epi16(_mm256_load_si256(sc)), pairs1 = _mm512_cvtepi8_epi16(_mm256_load_si256(sc + 1));
@@ -96,25 +97,29 @@ SPITE_AVX512 inline void group_pair(const std::byte* blk, const std::int8_t* con
   group<2 * P + 1, T>(blk, xs, m3, m4, pairs0, pairs1, lanes);
 }
 
-// For one activation row's super-block: dword L of [p] holds -4 S(2p, L) (low half) and
-// -4 S(2p + 1, L) (high half); |4 S| <= 4 x 4 x 128 fits an int16.
-SPITE_AVX512 inline void activation_offsets(const std::int8_t* qs, std::int32_t (*offsets)[8]) {
+// For one activation row's super-block: dword L of v[p] holds -4 S(2p, L) (low half) and
+// -4 S(2p + 1, L) (high half); |4 S| <= 4 x 4 x 128 fits an int16. Made once per matmul.
+struct block_offsets {
+  alignas(32) std::int32_t v[4][8];
+};
+
+SPITE_AVX512 void activation_offsets(const gguf::block_q8_K* x, std::size_t n, block_offsets* out) {
   const __m512i minus4 = _mm512_set1_epi8(-4);
-  for (int p = 0; p < 4; ++p) {
-    // VPDPBUSD takes its first operand unsigned: |x| with x's sign moved onto the 4.
-    const __m512i x = _mm512_loadu_si512(qs + 64 * p);
-    const __m512i ax = _mm512_abs_epi8(x);
-    const __m512i m = _mm512_mask_sub_epi8(minus4, _mm512_movepi8_mask(x), _mm512_setzero_si512(), minus4);
-    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, m);  // -4 S(2p, L) | -4 S(2p + 1, L)
-    const __m256i lo = _mm512_castsi512_si256(sums), hi = _mm512_extracti64x4_epi64(sums, 1);
-    const __m256i packed = _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(offsets[p]), packed);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int p = 0; p < 4; ++p) {
+      // VPDPBUSD takes its first operand unsigned: |x| with x's sign moved onto the 4.
+      const __m512i xv = _mm512_loadu_si512(x[i].qs + 64 * p);
+      const __m512i m = _mm512_mask_sub_epi8(minus4, _mm512_movepi8_mask(xv), _mm512_setzero_si512(), minus4);
+      const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(xv), m);  // -4 S(2p, L) | -4 S(2p + 1, L)
+      const __m256i lo = _mm512_castsi512_si256(sums), hi = _mm512_extracti64x4_epi64(sums, 1);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out[i].v[p]), _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA));
+    }
   }
 }
 
 template <int T>
-SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
-                         std::int64_t out, float* y16) {
+SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, const block_offsets* offsets,
+                         std::int64_t stride, std::int64_t out, float* y16) {
   const __m512i m3 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x04);
   __m512 acc[T][8];
   x16_zero<T>(acc);
@@ -122,13 +127,13 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
     const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
     __m512i lanes[T][8];
     const x16_activations<T> act(x, stride, b, lanes);
-    alignas(64) std::int32_t offsets[T][4][8];
+    const std::int32_t (*off[T])[8];
 #pragma GCC unroll 2
-    for (int t = 0; t < T; ++t) activation_offsets(act.qs[t], offsets[t]);
-    group_pair<0, T>(blk, act.qs, offsets, m3, m4, lanes);
-    group_pair<1, T>(blk, act.qs, offsets, m3, m4, lanes);
-    group_pair<2, T>(blk, act.qs, offsets, m3, m4, lanes);
-    group_pair<3, T>(blk, act.qs, offsets, m3, m4, lanes);
+    for (int t = 0; t < T; ++t) off[t] = offsets[t * stride + b].v;
+    group_pair<0, T>(blk, act.qs, off, m3, m4, lanes);
+    group_pair<1, T>(blk, act.qs, off, m3, m4, lanes);
+    group_pair<2, T>(blk, act.qs, off, m3, m4, lanes);
+    group_pair<3, T>(blk, act.qs, off, m3, m4, lanes);
     x16_accumulate<T>(blk, act, lanes, acc);
   }
 #pragma GCC unroll 2
@@ -170,7 +175,16 @@ std::size_t pack_q3_K_x16(weight& w) {
 }
 
 bool matmul_q3_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
+  if (avx512_q4_K_tiles() == nullptr) return false;
+  const std::int64_t nb = w.in / qkk;
+  std::vector<block_offsets> offsets(static_cast<std::size_t>(nb * n_tokens));
+  activation_offsets(xq, offsets.size(), offsets.data());
+  x16_for_groups_k(w, x16_block, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
+    std::int64_t t = t0;
+    for (; t + 2 <= t1; t += 2) tile16<2>(group, nb, xq + t * nb, offsets.data() + t * nb, nb, w.out, y + t * w.out + o);
+    if (t < t1) tile16<1>(group, nb, xq + t * nb, offsets.data() + t * nb, nb, w.out, y + t * w.out + o);
+  });
+  return true;
 }
 
 }  // namespace spite::dispatch::cpu::x86

@@ -21,7 +21,6 @@
 #if defined(__x86_64__)
 #include <cstring>
 
-#include "../../gguf/src/quants/iq_tables.hpp"
 
 namespace spite::dispatch::cpu::x86 {
 namespace {
@@ -34,11 +33,7 @@ template <int K, bool Nl>
 SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0, std::int64_t out,
                          bool decode, float* y16) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] __m512i table;
-  if constexpr (Nl) {
-    const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_iq4nl));
-    table = _mm512_broadcast_i32x4(_mm_xor_si128(values, _mm_set1_epi8(static_cast<char>(0x80))));  // value + 128
-  }
+  [[maybe_unused]] const __m512i table = Nl ? iq4_nl_values_plus_128() : _mm512_setzero_si512();
   __m512 acc[K];
 #pragma GCC unroll 4
   for (int k = 0; k < K; ++k) acc[k] = _mm512_setzero_ps();
@@ -116,27 +111,19 @@ bool matmul_q4_0_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_token
   if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qk0;
   const std::size_t group_bytes = static_cast<std::size_t>((nb + 1) / 2) * x16_pair;
-  by_groups_and_token_blocks(w.out / 16, n_tokens, token_block(q8_0_batch::row_bytes(nb)), pool,
-                             [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-                               const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
-                               float* y16 = y + 16 * g;
-                               const bool decode = t1 - t0 == 1;
-                               std::int64_t t = t0;
-                               for (; t + 4 <= t1; t += 4) {
-                                 if (nl) {
-                                   tile16<4, true>(group, nb, xb, t, w.out, false, y16);
-                                 } else {
-                                   tile16<4, false>(group, nb, xb, t, w.out, false, y16);
-                                 }
-                               }
-                               for (; t < t1; ++t) {
-                                 if (nl) {
-                                   tile16<1, true>(group, nb, xb, t, w.out, decode, y16);
-                                 } else {
-                                   tile16<1, false>(group, nb, xb, t, w.out, decode, y16);
-                                 }
-                               }
-                             });
+  const auto run = [&]<bool Nl>() {
+    x16_for_groups(w, group_bytes, q8_0_batch::row_bytes(nb), n_tokens, pool,
+                   [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
+                     std::int64_t t = t0;
+                     for (; t + 4 <= t1; t += 4) tile16<4, Nl>(group, nb, xb, t, w.out, false, y + o);
+                     for (; t < t1; ++t) tile16<1, Nl>(group, nb, xb, t, w.out, t1 - t0 == 1, y + o);
+                   });
+  };
+  if (nl) {
+    run.template operator()<true>();
+  } else {
+    run.template operator()<false>();
+  }
   return true;
 }
 
