@@ -93,8 +93,11 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
 // 4-7 likewise in a second vector. Each activation half is one broadcast load, each scale pair
 // one in-lane shuffle of the step's 8 scale products. Q8_0's halves load straight into place;
 // Q5_0's are built (signed_quants) and swapped across the rows.
+// With `ahead`, the rows 4 further on are fetched meanwhile (a few activation rows, as 4
+// concurrent sequences decode, would otherwise wait on each group's rows).
 template <class Block>
-SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
+SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y,
+                              bool ahead) {
   const auto* row0 = reinterpret_cast<const Block*>(w.row(o));
   const auto* row1 = reinterpret_cast<const Block*>(w.row(o + 1));
   __m256 lo[4], hi[4];
@@ -102,7 +105,9 @@ SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch&
   for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
   const std::int8_t* x0 = xb.qs(static_cast<std::size_t>(t0 * nb));
   const std::size_t xs = static_cast<std::size_t>(nb) * qk0;
+  const next_group_prefetch next(w.row(o + 4), 2 * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
+    if (ahead) next.step(b);
     __m256i wl, wh;
     if constexpr (std::is_same_v<Block, gguf::block_q8_0>) {
       wl = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(row1[b].qs), reinterpret_cast<const __m128i*>(row0[b].qs));
@@ -112,19 +117,23 @@ SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch&
       wl = _mm256_permute2x128_si256(q0, q1, 0x20);
       wh = _mm256_permute2x128_si256(q0, q1, 0x31);
     }
-    const __m256i al = _mm256_sign_epi8(wl, wl), ah = _mm256_sign_epi8(wh, wh);
     const __m256 dw = row_pair_scales(row0[b].d, row1[b].d);
     const __m256 dx = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(&xb.d_by_block[static_cast<std::size_t>(b * xb.tokens + t0)]));
     const __m256 scale = _mm256_mul_ps(dw, dx);  // [row 0 x act k | row 1 x act k], k = 0..3
     const std::int8_t* xq = x0 + qk0 * b;
+    // One half of the block for the 4 activation rows, then the other: with both halves' quants
+    // live at once, the 8 accumulators, the quants and their magnitudes took 17 registers, and
+    // one accumulator went through the stack every block.
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i wq = h == 0 ? wl : wh, wa = _mm256_sign_epi8(wq, wq);
+      __m256* acc = h == 0 ? lo : hi;
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      const auto* xk = reinterpret_cast<const __m128i*>(xq + k * xs);
-      const __m256i xl = _mm256_broadcastsi128_si256(_mm_load_si128(xk));
-      const __m256i xh = _mm256_broadcastsi128_si256(_mm_load_si128(xk + 1));
-      const __m256 sk = _mm256_shuffle_ps(scale, scale, 0x55 * k);
-      lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(al, _mm256_sign_epi8(xl, wl))), lo[k]);
-      hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(ah, _mm256_sign_epi8(xh, wh))), hi[k]);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i xv = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(xq + k * xs) + h));
+        const __m256 sk = _mm256_shuffle_ps(scale, scale, 0x55 * k);
+        acc[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(wa, _mm256_sign_epi8(xv, wq))), acc[k]);
+      }
     }
   }
 #pragma GCC unroll 4
@@ -152,7 +161,7 @@ void q8_0_rows(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64
       [&](std::int64_t s) {
         for (int h = 0; h < R; h += tile_rows) {
           if constexpr (tile_rows == 2) {
-            q8_0_tile_2x4<Block>(w, o + h, xb, nb, t + s, y);
+            q8_0_tile_2x4<Block>(w, o + h, xb, nb, t + s, y, s == 0 && o + 4 + h + 2 <= w.out);
           } else {
             q8_0_tile<Block, tile_rows, 4>(w, o + h, xb, nb, t + s, y);
           }
