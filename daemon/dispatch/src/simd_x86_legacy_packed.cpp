@@ -146,12 +146,15 @@ SPITE_AVX2 void unpack_group(const std::byte* group, std::int64_t nb, unpacked_g
   }
 }
 
+// With `ahead`, the next group is fetched meanwhile (a batch's first activation row: without it
+// the few activation rows of concurrent sequences waited on each group's unpacking).
 template <class Block>
 SPITE_AVX2 void unpacked_row(const unpacked_group& u, std::int64_t nb, const typename format<Block>::batch& xb, const lane_offsets& off,
-                             std::int64_t t, float* y8) {
+                             std::int64_t t, const next_group_prefetch* ahead, float* y8) {
   group_acc acc;
   clear(acc);
   for (std::int64_t b = 0; b < nb; ++b) {
+    if (ahead != nullptr) ahead->step(b);
     const std::uint8_t* q = u.q.data() + 256 * b;
     const __m256 mw = format<Block>::mins ? _mm256_load_ps(u.dm.data() + 16 * b + 8) : _mm256_setzero_ps();
     block_step<Block>(acc, _mm256_load_ps(u.dm.data() + 16 * b), mw, xb, static_cast<std::size_t>(t * nb + b), off,
@@ -174,7 +177,11 @@ void matmul_packed(const weight& w, const float* x, std::int64_t n_tokens, float
     if (t1 - t0 == 1) return packed_row<Block>(group, nb, xb, off, t0, t0 == 0, y + t0 * w.out + 8 * g);
     thread_local unpacked_group u;
     unpack_group<Block>(group, nb, u);
-    for (std::int64_t t = t0; t < t1; ++t) unpacked_row<Block>(u, nb, xb, off, t, y + t * w.out + 8 * g);
+    const next_group_prefetch ahead(group + group_bytes, group_bytes, nb);
+    const bool last = 8 * g + 8 >= w.out;
+    for (std::int64_t t = t0; t < t1; ++t) {
+      unpacked_row<Block>(u, nb, xb, off, t, t == 0 && !last ? &ahead : nullptr, y + t * w.out + 8 * g);
+    }
   });
 }
 
