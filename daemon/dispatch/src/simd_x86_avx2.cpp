@@ -117,23 +117,19 @@ SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch&
       wl = _mm256_permute2x128_si256(q0, q1, 0x20);
       wh = _mm256_permute2x128_si256(q0, q1, 0x31);
     }
+    const __m256i al = _mm256_sign_epi8(wl, wl), ah = _mm256_sign_epi8(wh, wh);
     const __m256 dw = row_pair_scales(row0[b].d, row1[b].d);
     const __m256 dx = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(&xb.d_by_block[static_cast<std::size_t>(b * xb.tokens + t0)]));
     const __m256 scale = _mm256_mul_ps(dw, dx);  // [row 0 x act k | row 1 x act k], k = 0..3
     const std::int8_t* xq = x0 + qk0 * b;
-    // One half of the block for the 4 activation rows, then the other: with both halves' quants
-    // live at once, the 8 accumulators, the quants and their magnitudes took 17 registers, and
-    // one accumulator went through the stack every block.
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const __m256i wq = h == 0 ? wl : wh, wa = _mm256_sign_epi8(wq, wq);
-      __m256* acc = h == 0 ? lo : hi;
 #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m256i xv = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(xq + k * xs) + h));
-        const __m256 sk = _mm256_shuffle_ps(scale, scale, 0x55 * k);
-        acc[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(wa, _mm256_sign_epi8(xv, wq))), acc[k]);
-      }
+    for (int k = 0; k < 4; ++k) {
+      const auto* xk = reinterpret_cast<const __m128i*>(xq + k * xs);
+      const __m256i xl = _mm256_broadcastsi128_si256(_mm_load_si128(xk));
+      const __m256i xh = _mm256_broadcastsi128_si256(_mm_load_si128(xk + 1));
+      const __m256 sk = _mm256_shuffle_ps(scale, scale, 0x55 * k);
+      lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(al, _mm256_sign_epi8(xl, wl))), lo[k]);
+      hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(ah, _mm256_sign_epi8(xh, wh))), hi[k]);
     }
   }
 #pragma GCC unroll 4
