@@ -13,7 +13,8 @@ if(SPITE_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
 endif()
 
 add_library(spite_warnings INTERFACE)
-target_compile_options(spite_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow=local -Wno-missing-field-initializers)
+target_compile_options(spite_warnings INTERFACE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers
+                                                 $<$<CXX_COMPILER_ID:GNU>:-Wshadow=local>)
 if(SPITE_WERROR)
   target_compile_options(spite_warnings INTERFACE -Werror)
 endif()

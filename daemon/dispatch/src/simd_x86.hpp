@@ -249,6 +249,17 @@ SPITE_AVX2 inline __m128i insert_half(__m128i h, gguf::half_bits v, int r) {
   }
 }
 
+// Element k of each 128-bit half, broadcast within the half. A switch, like insert_half: the
+// shuffle takes an immediate, which a loop index is only once the loop is unrolled (-O2), and
+// builds without unrolling (Debug, the sanitizer build at -O1) must compile too.
+SPITE_AVX2 inline __m256 lane_broadcast(__m256 v, int k) {
+  switch (k) {
+    case 0: return _mm256_shuffle_ps(v, v, 0x00);
+    case 1: return _mm256_shuffle_ps(v, v, 0x55);
+    case 2: return _mm256_shuffle_ps(v, v, 0xaa);
+    default: return _mm256_shuffle_ps(v, v, 0xff);
+  }
+}
 
 // reduce8's order in registers: taking the lanes' address would keep a tile's accumulators in
 // memory, and GCC then stores every one of them on each pass of the tile's loop. For the same

@@ -127,7 +127,7 @@ SPITE_AVX2 void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch&
       const auto* xk = reinterpret_cast<const __m128i*>(xq + k * xs);
       const __m256i xl = _mm256_broadcastsi128_si256(_mm_load_si128(xk));
       const __m256i xh = _mm256_broadcastsi128_si256(_mm_load_si128(xk + 1));
-      const __m256 sk = _mm256_shuffle_ps(scale, scale, 0x55 * k);
+      const __m256 sk = lane_broadcast(scale, k);
       lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(al, _mm256_sign_epi8(xl, wl))), lo[k]);
       hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(ah, _mm256_sign_epi8(xh, wh))), hi[k]);
     }
