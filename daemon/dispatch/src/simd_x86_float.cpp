@@ -37,6 +37,9 @@ SPITE_AVX2 inline __m256 widen8(const float* f) { return _mm256_loadu_ps(f); }
 // lane still sees its products in the reference's order.
 constexpr std::int64_t gemm_chunk = 512;
 constexpr std::int64_t gemm_groups_together = 8;
+// Concurrent sequences: 4 activation rows of this many elements (8 KiB) stay in L1 while the 4
+// weight rows of a group pass.
+constexpr std::int64_t few_rows_chunk = 512;
 
 // A batch's activation rows are `ldx` floats apart, a little more than a row: at a power-of-two
 // length the same chunk of every row falls into the same cache sets and the rows evict each
@@ -44,16 +47,18 @@ constexpr std::int64_t gemm_groups_together = 8;
 constexpr std::int64_t row_pad = 16;
 
 // R rows x K activation rows from t0 over elements [i0, i1); the lanes of output (row r,
-// activation row t0 + k) at state + (4k + r) * 16. `ahead` (decode, whole rows): the next row
-// group, fetched one share per 16 elements.
-template <class T, int R, int K>
+// activation row t0 + k) at state + (4k + r) * 16. Half: both halves of the 16 lanes (-1), or
+// only lanes 0-7 (0) or 8-15 (1), which leaves room in the registers for twice the tile: each
+// lane still sees its products in order. `ahead`: the next row group, one share per 16
+// elements.
+template <class T, int R, int K, int Half = -1>
 SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0, std::int64_t i1,
                                 std::int64_t t0, float* state, const next_group_prefetch* ahead) {
-  __m256 lo[R][K], hi[R][K];
-  for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < K; ++k) {
-      lo[r][k] = _mm256_loadu_ps(state + (4 * k + r) * 16);
-      hi[r][k] = _mm256_loadu_ps(state + (4 * k + r) * 16 + 8);
+  constexpr int h0 = Half < 0 ? 0 : Half, halves = Half < 0 ? 2 : 1;
+  __m256 acc[halves][R][K];
+  for (int h = 0; h < halves; ++h) {
+    for (int r = 0; r < R; ++r) {
+      for (int k = 0; k < K; ++k) acc[h][r][k] = _mm256_loadu_ps(state + (4 * k + r) * 16 + 8 * (h0 + h));
     }
   }
   // Each half of the 16 lanes in turn, every loaded vector used by all the FMAs that need it:
@@ -61,24 +66,20 @@ SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int6
   // FMAs, so a load per FMA would halve the rate).
   for (std::int64_t i = i0; i < i1; i += 16) {
     if (ahead != nullptr) ahead->step(i / 16);
-    __m256 wv[R];
-    for (int r = 0; r < R; ++r) wv[r] = widen8(rows[r] + i);
-    for (int k = 0; k < K; ++k) {
-      __m256 xv = _mm256_loadu_ps(xs + (t0 + k) * ldx + i);
-      __asm__("" : "+x"(xv));  // one load: GCC would fold it into each FMA again
-      for (int r = 0; r < R; ++r) lo[r][k] = _mm256_fmadd_ps(wv[r], xv, lo[r][k]);
-    }
-    for (int r = 0; r < R; ++r) wv[r] = widen8(rows[r] + i + 8);
-    for (int k = 0; k < K; ++k) {
-      __m256 xv = _mm256_loadu_ps(xs + (t0 + k) * ldx + i + 8);
-      __asm__("" : "+x"(xv));  // one load: GCC would fold it into each FMA again
-      for (int r = 0; r < R; ++r) hi[r][k] = _mm256_fmadd_ps(wv[r], xv, hi[r][k]);
+    for (int h = 0; h < halves; ++h) {
+      const std::int64_t at = i + 8 * (h0 + h);
+      __m256 wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = widen8(rows[r] + at);
+      for (int k = 0; k < K; ++k) {
+        __m256 xv = _mm256_loadu_ps(xs + (t0 + k) * ldx + at);
+        __asm__("" : "+x"(xv));  // one load: GCC would fold it into each FMA again
+        for (int r = 0; r < R; ++r) acc[h][r][k] = _mm256_fmadd_ps(wv[r], xv, acc[h][r][k]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < K; ++k) {
-      _mm256_storeu_ps(state + (4 * k + r) * 16, lo[r][k]);
-      _mm256_storeu_ps(state + (4 * k + r) * 16 + 8, hi[r][k]);
+  for (int h = 0; h < halves; ++h) {
+    for (int r = 0; r < R; ++r) {
+      for (int k = 0; k < K; ++k) _mm256_storeu_ps(state + (4 * k + r) * 16 + 8 * (h0 + h), acc[h][r][k]);
     }
   }
 }
@@ -87,10 +88,10 @@ SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int6
 template <class T>
 struct float_kernel {
   using element = T;
-  template <int R, int K>
+  template <int R, int K, int Half = -1>
   SPITE_AVX2 static void tile(const T* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0, std::int64_t i1,
                               std::int64_t t0, float* state, const next_group_prefetch* ahead = nullptr) {
-    gemm_tile_chunk<T, R, K>(rows, xs, ldx, i0, i1, t0, state, ahead);
+    gemm_tile_chunk<T, R, K, Half>(rows, xs, ldx, i0, i1, t0, state, ahead);
   }
 };
 
@@ -113,18 +114,31 @@ SPITE_AVX2 void gemm_groups(const weight& w, std::int64_t g0, std::int64_t g1, c
   };
   std::int64_t t = t0;
   if (t1 - t0 < 8) {
-    // A few activation rows (concurrent sequences decoding): each row against 4 of them at once
-    // over the whole row, the next group's row fetched meanwhile, so the weights are read once
-    // and streamed as in decode (the 3-row tiles below left a fourth row for a second pass and
-    // fetched nothing ahead: 4 sequences decoded only 2.1x as fast as one).
+    // A few activation rows (concurrent sequences decoding): each row against 4 of them at once,
+    // the next group's row fetched meanwhile, so the weights are read once and streamed as in
+    // decode (the 3-row tiles below left a fourth row for a second pass and fetched nothing
+    // ahead: 4 sequences decoded only 2.1x as fast as one). The 4 rows of a group take the
+    // reduction a chunk at a time, so the chunk of the 4 activation rows stays in L1 for all of
+    // them: over whole rows, 4 activation rows of a 2048-wide matrix (32 KiB) came from L2 for
+    // every weight row, 8 vector loads from L2 per 32 bytes of weights.
     for (; t + 4 <= t1; t += 4) {
       for (std::int64_t g = g0; g < g1; ++g) {
         const T* rows[4];
         rows_of(g, rows);
         std::fill_n(state, per_group, 0.0f);
-        for (int r = 0; r < 4; ++r) {
-          const next_group_prefetch ahead(w.row(4 * g + 4 + r), w.row_bytes, std::max<std::int64_t>(n / 16, 1));
-          Kernel::template tile<1, 4>(rows + r, xs, ldx, 0, n, t, state + r * 16, g + 1 < w.out / 4 ? &ahead : nullptr);
+        const bool fetch = g + 1 < w.out / 4;
+        // Two rows by the four activation rows, one half of the lanes at a time: 6 loads per 8
+        // FMAs (a row by the four over both halves took a load per FMA and ran at half the
+        // FMA peak).
+        const next_group_prefetch ahead[2] = {
+            {w.row(4 * g + 4), 2 * w.row_bytes, std::max<std::int64_t>(n / 16, 1)},
+            {w.row(4 * g + 6), 2 * w.row_bytes, std::max<std::int64_t>(n / 16, 1)}};
+        for (std::int64_t i0 = 0; i0 < n; i0 += few_rows_chunk) {
+          const std::int64_t i1 = std::min(n, i0 + few_rows_chunk);
+          for (int r = 0; r < 4; r += 2) {
+            Kernel::template tile<2, 4, 0>(rows + r, xs, ldx, i0, i1, t, state + r * 16, fetch ? &ahead[r / 2] : nullptr);
+            Kernel::template tile<2, 4, 1>(rows + r, xs, ldx, i0, i1, t, state + r * 16, nullptr);
+          }
         }
         for (int k = 0; k < 4; ++k) {
           for (int r = 0; r < 4; ++r) y[(t + k) * w.out + 4 * g + r] = reduce16(state + (4 * k + r) * 16);
@@ -347,18 +361,19 @@ void split_bf16_pairs(const float* x, std::int64_t n, float* out) {
 // Each lane adds its pair's odd product, then its even one, as bf16_pairs8 does.
 struct bf16_kernel {
   using element = std::uint16_t;
-  template <int R, int K>
+  template <int R, int K, int Half = -1>
   SPITE_AVX2 static void tile(const std::uint16_t* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0,
                               std::int64_t i1, std::int64_t t0, float* state, const next_group_prefetch* = nullptr) {
+    constexpr int h0 = Half < 0 ? 0 : Half, h1 = Half < 0 ? 2 : Half + 1;
     __m256 acc[2][R][K];
-    for (int h = 0; h < 2; ++h) {
+    for (int h = h0; h < h1; ++h) {
       for (int r = 0; r < R; ++r) {
         for (int k = 0; k < K; ++k) acc[h][r][k] = _mm256_loadu_ps(state + (4 * k + r) * 16 + 8 * h);
       }
     }
     const __m256i top = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
     for (std::int64_t i = i0; i < i1; i += 32) {
-      for (int h = 0; h < 2; ++h) {
+      for (int h = h0; h < h1; ++h) {
         const __m256i* pairs[R];  // the rows' 8 bf16 pairs of this half
         for (int r = 0; r < R; ++r) pairs[r] = reinterpret_cast<const __m256i*>(rows[r] + i + 16 * h);
         __m256 wv[R];
@@ -376,7 +391,7 @@ struct bf16_kernel {
         }
       }
     }
-    for (int h = 0; h < 2; ++h) {
+    for (int h = h0; h < h1; ++h) {
       for (int r = 0; r < R; ++r) {
         for (int k = 0; k < K; ++k) _mm256_storeu_ps(state + (4 * k + r) * 16 + 8 * h, acc[h][r][k]);
       }
