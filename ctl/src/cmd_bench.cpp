@@ -48,6 +48,10 @@ void print_machine(const json& r) {
               r.value("peak_gflop_per_s", 0.0));
   if (r.value("peak_int8_gop_per_s", 0.0) > 0) std::printf(", %.1f G 8-bit ops/s", r.value("peak_int8_gop_per_s", 0.0));
   std::printf(" (measured now)\n");
+  if (const json runs = r.value("bandwidth_gb_per_s_runs", json::object()); runs.value("max", 0.0) > runs.value("min", 0.0)) {
+    std::printf("             bandwidth %.1f-%.1f GB/s, probed after each decode repetition (the median above)\n",
+                runs.value("min", 0.0), runs.value("max", 0.0));
+  }
 }
 
 void print_report(const json& r) {
@@ -71,8 +75,13 @@ void print_report(const json& r) {
     std::string name = "tg" + std::to_string(r.value("n_gen", 0));
     if (r.value("parallel", 1) > 1) name += " x" + std::to_string(r.value("parallel", 1));
     if (r.value("depth", 0) > 0) name += " @ d" + std::to_string(r.value("depth", 0));
-    std::printf("%-12s %18s   %.1f%% of the bandwidth roofline\n", name.c_str(), tps(r["tg_tokens_per_s"]).c_str(),
+    std::printf("%-12s %18s   %.1f%% of the bandwidth roofline", name.c_str(), tps(r["tg_tokens_per_s"]).c_str(),
                 100.0 * r.value("decode_roofline_fraction", 0.0));
+    // Each repetition against the bandwidth probed right after it.
+    if (const json runs = r.value("decode_roofline_fraction_runs", json::object()); runs.value("max", 0.0) > runs.value("min", 0.0)) {
+      std::printf(" (%.1f-%.1f%% by repetition)", 100.0 * runs.value("min", 0.0), 100.0 * runs.value("max", 0.0));
+    }
+    std::printf("\n");
   }
 }
 

@@ -289,6 +289,22 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   CHECK(l.value("bandwidth_gb_per_s", 0.0) > 0);
   CHECK(l.value("peak_gflop_per_s", 0.0) > 0);
   CHECK(l.value("decode_roofline_fraction", 0.0) > 0);
+  // The bandwidth is probed after each decode repetition, each repetition's fraction against
+  // its own probe; the reported figures are the medians of those.
+  const json bandwidths = l.at("bandwidth_gb_per_s_runs"), fractions = l.at("decode_roofline_fraction_runs");
+  CHECK(bandwidths.at("min").get<double>() > 0);
+  CHECK(bandwidths.at("min").get<double>() <= l.value("bandwidth_gb_per_s", 0.0));
+  CHECK(l.value("bandwidth_gb_per_s", 0.0) <= bandwidths.at("max").get<double>());
+  CHECK(fractions.at("min").get<double>() > 0);
+  CHECK(fractions.at("median").get<double>() == Approx(l.value("decode_roofline_fraction", 0.0)));
+  // Each repetition's fraction is its tokens/s times the bytes a token reads over its bandwidth:
+  // the extremes bound what the extremes of both allow.
+  const double bytes = static_cast<double>(l.value("bytes_per_token", 0ULL));
+  const json tg = l.at("tg_tokens_per_s");
+  CHECK(fractions.at("max").get<double>() <=
+        Approx(tg.at("max").get<double>() * bytes / (bandwidths.at("min").get<double>() * 1e9)));
+  CHECK(fractions.at("min").get<double>() >=
+        Approx(tg.at("min").get<double>() * bytes / (bandwidths.at("max").get<double>() * 1e9)));
   CHECK(l.value("prefill_peak_fraction", 0.0) > 0);
   CHECK(l.value("bytes_per_token", 0ULL) > 0);
   // An F32 model's products are all float: its compute roofline is the f32 FMA peak alone.

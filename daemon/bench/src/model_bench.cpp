@@ -122,7 +122,7 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   std::uniform_int_distribution<std::int32_t> any_token(0, static_cast<std::int32_t>(hp.n_vocab - 1));
   const auto cancelled = [&] { return o.cancelled && o.cancelled(); };
   const auto stop = [] { return make_error(errc::busy, "bench cancelled"); };
-  std::vector<double> pp, tg;
+  std::vector<double> pp, tg, bandwidths, decode_fractions;
   executor::batch b;
   for (int rep = 0; rep < o.reps; ++rep) {
     if (o.n_prompt > 0) {
@@ -160,18 +160,31 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
         if (cancelled()) return stop();
       }
       tg.push_back(static_cast<double>(o.n_gen) * o.parallel / seconds_since(t0));
+      if (o.probes) {
+        // All sequences of a step share one pass over the weights.
+        const double bandwidth = measure_bandwidth(r.threads);
+        bandwidths.push_back(bandwidth);
+        if (bandwidth > 0) {
+          decode_fractions.push_back(tg.back() / o.parallel * static_cast<double>(r.bytes_per_token) / (bandwidth * 1e9));
+        }
+      }
     }
   }
   r.pp_tps = spread::of(pp);
   r.tg_tps = spread::of(tg);
   r.rss_bytes = resident_bytes();
   if (o.probes) {
-    r.bandwidth_gbs = measure_bandwidth(r.threads);
-    r.peak_gflops = measure_peak_gflops(r.threads);
-    // All sequences of a step share one pass over the weights.
-    if (r.bandwidth_gbs > 0) {
-      r.decode_roofline = r.tg_tps.median / o.parallel * static_cast<double>(r.bytes_per_token) / (r.bandwidth_gbs * 1e9);
+    if (bandwidths.empty()) {
+      r.bandwidth_gbs = measure_bandwidth(r.threads);
+    } else {
+      r.bandwidth_runs = spread::of(bandwidths);
+      r.bandwidth_gbs = r.bandwidth_runs.median;
     }
+    if (!decode_fractions.empty()) {
+      r.decode_roofline_runs = spread::of(decode_fractions);
+      r.decode_roofline = r.decode_roofline_runs.median;
+    }
+    r.peak_gflops = measure_peak_gflops(r.threads);
     r.peak_int8_gops = measure_peak_int8_gops(r.threads);
     if (r.peak_gflops > 0) r.prefill_of_peak = r.pp_tps.median * r.flops_per_token / (r.peak_gflops * 1e9);
     // The compute roofline: a token's float products at the f32 FMA peak plus its 8-bit ones at
@@ -213,7 +226,9 @@ nlohmann::json bench_report::to_json() const {
           {"decode_roofline_fraction", decode_roofline},
           {"peak_int8_gop_per_s", peak_int8_gops},
           {"prefill_peak_fraction", prefill_of_peak},
-          {"prefill_roofline_fraction", prefill_of_roofline}};
+          {"prefill_roofline_fraction", prefill_of_roofline},
+          {"bandwidth_gb_per_s_runs", bandwidth_runs.to_json()},
+          {"decode_roofline_fraction_runs", decode_roofline_runs.to_json()}};
 }
 
 }  // namespace spite::bench

@@ -77,6 +77,10 @@ struct bench_report {
   double bandwidth_gbs = 0, peak_gflops = 0, peak_int8_gops = 0;
   double decode_roofline = 0, prefill_of_peak = 0;  // fractions, from the medians
   double prefill_of_roofline = 0;  // against f32 peak for float products, 8-bit peak for the others
+  // With a decode test: the bandwidth probed right after each decode repetition and that
+  // repetition's roofline fraction (bandwidth_gbs and decode_roofline are their medians), so a
+  // host whose bandwidth swings from minute to minute is compared with itself at that minute.
+  spread bandwidth_runs, decode_roofline_runs;
   nlohmann::json to_json() const;
 };
 
