@@ -7,9 +7,12 @@ option(SPITE_KERNELS_ONLY "Build only the CPU kernels (core, gguf, dispatch) and
 
 # ccache on a 2-core machine turns most rebuilds into cache hits.
 find_program(SPITE_CCACHE ccache)
+# The test executables use a precompiled header (tests/CMakeLists.txt), which ccache caches only
+# with these sloppiness settings (its documented requirement for precompiled headers); without
+# them every test file compiled uncached.
 if(SPITE_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   set(CMAKE_C_COMPILER_LAUNCHER "${SPITE_CCACHE}")
-  set(CMAKE_CXX_COMPILER_LAUNCHER "${SPITE_CCACHE}")
+  set(CMAKE_CXX_COMPILER_LAUNCHER "${CMAKE_COMMAND}" -E env "CCACHE_SLOPPINESS=pch_defines,time_macros" "${SPITE_CCACHE}")
 endif()
 
 add_library(spite_warnings INTERFACE)
