@@ -37,9 +37,6 @@ SPITE_AVX2 inline __m256 widen8(const float* f) { return _mm256_loadu_ps(f); }
 // lane still sees its products in the reference's order.
 constexpr std::int64_t gemm_chunk = 512;
 constexpr std::int64_t gemm_groups_together = 8;
-// Concurrent sequences: 4 activation rows of this many elements (8 KiB) stay in L1 while the 4
-// weight rows of a group pass.
-constexpr std::int64_t few_rows_chunk = 512;
 
 // A batch's activation rows are `ldx` floats apart, a little more than a row: at a power-of-two
 // length the same chunk of every row falls into the same cache sets and the rows evict each
@@ -133,8 +130,8 @@ SPITE_AVX2 void gemm_groups(const weight& w, std::int64_t g0, std::int64_t g1, c
         const next_group_prefetch ahead[2] = {
             {w.row(4 * g + 4), 2 * w.row_bytes, std::max<std::int64_t>(n / 16, 1)},
             {w.row(4 * g + 6), 2 * w.row_bytes, std::max<std::int64_t>(n / 16, 1)}};
-        for (std::int64_t i0 = 0; i0 < n; i0 += few_rows_chunk) {
-          const std::int64_t i1 = std::min(n, i0 + few_rows_chunk);
+        for (std::int64_t i0 = 0; i0 < n; i0 += gemm_chunk) {  // 4 activation rows: 8 KiB a chunk
+          const std::int64_t i1 = std::min(n, i0 + gemm_chunk);
           for (int r = 0; r < 4; r += 2) {
             Kernel::template tile<2, 4, 0>(rows + r, xs, ldx, i0, i1, t, state + r * 16, fetch ? &ahead[r / 2] : nullptr);
             Kernel::template tile<2, 4, 1>(rows + r, xs, ldx, i0, i1, t, state + r * 16, nullptr);
