@@ -6,8 +6,12 @@ bandwidth, peak FLOP/s and compute roofline, probed in the same run).
 
 usage: tools/perf_table.py [--shape tinyllama-1.1b] [--types Q4_0,Q8_0,Q4_K_M,F16] [--threads 1,2]
                            [--vocab VOCAB.gguf] [--spitectl build/bin/spitectl] [-p 128] [-n 32] [-r 3]
+                           [--parallel 4]
        tools/perf_table.py --kernels [--kernel-types Q4_0,...] [--threads 1,2]
 Prints the Markdown table; --write docs/performance.md replaces the table between the markers.
+With --parallel B (default 4; 0 skips it) a second table gives, per type at the largest thread
+count, the total decode throughput of B sequences against one sequence timed in the same
+repetitions (`bench --parallel B`: the median of the repetitions' ratios and their range).
 --kernels measures one matmul kernel per weight type instead (`spitectl bench --matmul`):
 decode as one activation row against a 5632 x 2048 matrix (an FFN's down projection) taken in
 turn from copies that together outgrow the caches (--cold: the fraction of the measured
@@ -74,6 +78,7 @@ def main():
     ap.add_argument("-p", type=int, default=128)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--write", default=None)
     ap.add_argument("--kernels", action="store_true")
     ap.add_argument("--kernel-types", default=KERNEL_TYPES)
@@ -85,7 +90,7 @@ def main():
         print(table)
         return
 
-    rows = []
+    rows, batched = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for t in a.types.split(","):
             model = os.path.join(tmp, f"{a.shape}-{t}.gguf")
@@ -96,6 +101,12 @@ def main():
                                       "-t", th, "--json"], check=True, capture_output=True, text=True).stdout
                 r = json.loads(out)
                 rows.append((t, th, r))
+            if a.parallel > 1:
+                th = max(a.threads.split(","), key=int)
+                out = subprocess.run([a.spitectl, "bench", "--model", model, "-p", "0", "-n", str(a.n), "-r", str(a.r), "-t", th,
+                                      "--parallel", str(a.parallel), "--no-probes", "--json"],
+                                     check=True, capture_output=True, text=True).stdout
+                batched.append((t, th, json.loads(out)))
             os.remove(model)
 
     lines = [f"Shape `{a.shape}`, random weights from `spitectl mkmodel`; `spitectl bench -p {a.p} -n {a.n} -r {a.r}`.",
@@ -109,6 +120,18 @@ def main():
             f"{100 * r['prefill_peak_fraction']:.1f}% | {100 * r.get('prefill_roofline_fraction', 0):.1f}% | "
             f"{r['tg_tokens_per_s']['median']:.2f} | {100 * r['decode_roofline_fraction']:.1f}% | "
             f"{r['bandwidth_gb_per_s']:.1f} | {r['peak_gflop_per_s']:.0f} | {r.get('peak_int8_gop_per_s', 0):.0f} |")
+    if batched:
+        lines += ["",
+                  f"{a.parallel} sequences decoding together against one alone, timed in the same repetitions: "
+                  f"`spitectl bench -p 0 -n {a.n} -r {a.r} --parallel {a.parallel}`.",
+                  "",
+                  f"| type | threads | tg t/s, 1 sequence | tg t/s, {a.parallel} sequences in total | ratio (by repetition) |",
+                  "|---|---|---|---|---|"]
+        for t, th, r in batched:
+            runs = r["parallel_scaling_runs"]
+            lines.append(f"| {t} | {th} | {r['single_sequence_tokens_per_s']['median']:.2f} | "
+                         f"{r['tg_tokens_per_s']['median']:.2f} | {r['parallel_scaling']:.2f}x "
+                         f"({runs['min']:.2f}-{runs['max']:.2f}x) |")
     table = "\n".join(lines)
     if a.write:
         write_between(a.write, BEGIN, END, table)

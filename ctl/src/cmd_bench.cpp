@@ -82,6 +82,16 @@ void print_report(const json& r) {
       std::printf(" (%.1f-%.1f%% by repetition)", 100.0 * runs.value("min", 0.0), 100.0 * runs.value("max", 0.0));
     }
     std::printf("\n");
+    // One sequence alone, timed in the same repetitions: what the parallel total is a multiple of.
+    if (const int parallel = r.value("parallel", 1); parallel > 1 && r.contains("single_sequence_tokens_per_s")) {
+      const json runs = r.value("parallel_scaling_runs", json::object());
+      std::printf("%-12s %18s   x%d is %.2fx one sequence", ("tg" + std::to_string(r.value("n_gen", 0)) + " x1").c_str(),
+                  tps(r["single_sequence_tokens_per_s"]).c_str(), parallel, r.value("parallel_scaling", 0.0));
+      if (runs.value("max", 0.0) > runs.value("min", 0.0)) {
+        std::printf(" (%.2f-%.2fx by repetition)", runs.value("min", 0.0), runs.value("max", 0.0));
+      }
+      std::printf("\n");
+    }
   }
 }
 
@@ -194,7 +204,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("-d", "N", "context each sequence holds before the decode test (default 0)")
       .option("-t", "N", "compute threads (default: all)")
       .option("-r", "N", "repetitions (default 3); medians and spread are reported")
-      .option("--parallel", "B", "sequences decoding together (default 1): total decode throughput")
+      .option("--parallel", "B", "sequences decoding together (default 1): total throughput, and its ratio to one sequence alone")
       .option("--socket", "PATH", "spited's control socket, to benchmark a model loaded there")
       .option("--matmul", "TYPE:IN:OUT", "instead of a model: one weight matrix of this type and shape, random values")
       .option("--tokens", "N", "with --matmul: activation rows per product (default 1, a decode step)")

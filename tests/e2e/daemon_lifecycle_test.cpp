@@ -335,11 +335,27 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   CHECK(r.value("depth", 0) == 40);  // decode measured after 40 tokens of context per sequence
   CHECK(r["tg_tokens_per_s"].value("median", 0.0) > 0);
   CHECK(r.value("load_s", -1.0) >= 0);
+  // One sequence alone is timed in each repetition beside the three: each repetition's ratio
+  // lies within what the extremes of both allow, and the reported scaling is their median.
+  const json single = r.at("single_sequence_tokens_per_s");
+  const json scaling = r.at("parallel_scaling_runs");
+  CHECK(single.value("median", 0.0) > 0);
+  CHECK(scaling.value("min", 0.0) <= r.value("parallel_scaling", -1.0));
+  CHECK(r.value("parallel_scaling", 0.0) <= scaling.value("max", -1.0));
+  CHECK(scaling.value("max", 0.0) <= Approx(r["tg_tokens_per_s"].value("max", 0.0) / single.value("min", 1.0)));
+  CHECK(scaling.value("min", 0.0) >= Approx(r["tg_tokens_per_s"].value("min", 0.0) / single.value("max", 1.0)));
   const auto text = run_process({SPITECTL_PATH, "bench", "--model", "stories", "--socket", socket.string(), "-p", "16",
                                  "-n", "8", "-d", "24", "-r", "1", "--no-probes"});
   CHECK(text.exit_code == 0);
   CHECK_THAT(text.out, Catch::Contains("pp16"));
   CHECK_THAT(text.out, Catch::Contains("tg8 @ d24"));
+  CHECK_THAT(text.out, !Catch::Contains("one sequence"));  // one sequence: nothing to compare with
+  const auto parallel_text = run_process({SPITECTL_PATH, "bench", "--model", "stories", "--socket", socket.string(), "-p",
+                                          "0", "-n", "8", "-r", "1", "--parallel", "2", "--no-probes"});
+  CHECK(parallel_text.exit_code == 0);
+  CHECK_THAT(parallel_text.out, Catch::Contains("tg8 x2"));
+  CHECK_THAT(parallel_text.out, Catch::Contains("tg8 x1"));
+  CHECK_THAT(parallel_text.out, Catch::Contains("x2 is "));
   const auto bad = run_process({SPITECTL_PATH, "bench", "--model", "stories", "--socket", socket.string(), "-r", "0"});
   CHECK(bad.exit_code == 2);
 }

@@ -122,8 +122,31 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   std::uniform_int_distribution<std::int32_t> any_token(0, static_cast<std::int32_t>(hp.n_vocab - 1));
   const auto cancelled = [&] { return o.cancelled && o.cancelled(); };
   const auto stop = [] { return make_error(errc::busy, "bench cancelled"); };
-  std::vector<double> pp, tg, bandwidths, decode_fractions;
+  std::vector<double> pp, tg, tg_single, scalings, bandwidths, decode_fractions;
   executor::batch b;
+  // Decode tokens/s in total of `n_seq` sequences, each from `depth` tokens of context and one
+  // more (untimed), then n_gen steps of one token of each.
+  const auto timed_decode = [&](int n_seq) -> result<double> {
+    (*ctx)->memory().clear();
+    for (int s = 0; s < n_seq; ++s) {
+      for (std::int32_t done = 0; done <= o.depth;) {
+        const std::int32_t n = std::min<std::int32_t>(512, o.depth + 1 - done);
+        b.clear();
+        for (std::int32_t i = 0; i < n; ++i) b.add(any_token(rng), done + i, s, done + i == o.depth);
+        if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
+        done += n;
+        if (cancelled()) return stop();
+      }
+    }
+    const auto t0 = clock_type::now();
+    for (std::int32_t step = 1; step <= o.n_gen; ++step) {
+      b.clear();
+      for (int s = 0; s < n_seq; ++s) b.add(any_token(rng), o.depth + step, s, true);
+      if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
+      if (cancelled()) return stop();
+    }
+    return static_cast<double>(o.n_gen) * n_seq / seconds_since(t0);
+  };
   for (int rep = 0; rep < o.reps; ++rep) {
     if (o.n_prompt > 0) {
       (*ctx)->memory().clear();
@@ -139,27 +162,22 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
       pp.push_back(static_cast<double>(o.n_prompt) / seconds_since(t0));
     }
     if (o.n_gen > 0) {
-      (*ctx)->memory().clear();
-      // Every sequence starts from `depth` tokens of context and one more (untimed); then each
-      // step decodes one token of each.
-      for (int s = 0; s < o.parallel; ++s) {
-        for (std::int32_t done = 0; done <= o.depth;) {
-          const std::int32_t n = std::min<std::int32_t>(512, o.depth + 1 - done);
-          b.clear();
-          for (std::int32_t i = 0; i < n; ++i) b.add(any_token(rng), done + i, s, done + i == o.depth);
-          if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
-          done += n;
-          if (cancelled()) return stop();
-        }
+      // With several sequences, one sequence alone is timed in the same repetition, in
+      // alternating order, so that the scaling compares two runs of the same minute.
+      if (o.parallel > 1 && rep % 2 == 0) {
+        auto one = timed_decode(1);
+        if (!one) return std::move(one).err();
+        tg_single.push_back(*one);
       }
-      const auto t0 = clock_type::now();
-      for (std::int32_t step = 1; step <= o.n_gen; ++step) {
-        b.clear();
-        for (int s = 0; s < o.parallel; ++s) b.add(any_token(rng), o.depth + step, s, true);
-        if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
-        if (cancelled()) return stop();
+      auto all = timed_decode(o.parallel);
+      if (!all) return std::move(all).err();
+      tg.push_back(*all);
+      if (o.parallel > 1 && rep % 2 == 1) {
+        auto one = timed_decode(1);
+        if (!one) return std::move(one).err();
+        tg_single.push_back(*one);
       }
-      tg.push_back(static_cast<double>(o.n_gen) * o.parallel / seconds_since(t0));
+      if (o.parallel > 1) scalings.push_back(tg.back() / tg_single.back());
       if (o.probes) {
         // All sequences of a step share one pass over the weights.
         const double bandwidth = measure_bandwidth(r.threads);
@@ -172,6 +190,8 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   }
   r.pp_tps = spread::of(pp);
   r.tg_tps = spread::of(tg);
+  r.tg_single_tps = spread::of(tg_single);
+  r.parallel_scaling_runs = spread::of(scalings);
   r.rss_bytes = resident_bytes();
   if (o.probes) {
     if (bandwidths.empty()) {
@@ -228,7 +248,10 @@ nlohmann::json bench_report::to_json() const {
           {"prefill_peak_fraction", prefill_of_peak},
           {"prefill_roofline_fraction", prefill_of_roofline},
           {"bandwidth_gb_per_s_runs", bandwidth_runs.to_json()},
-          {"decode_roofline_fraction_runs", decode_roofline_runs.to_json()}};
+          {"decode_roofline_fraction_runs", decode_roofline_runs.to_json()},
+          {"single_sequence_tokens_per_s", tg_single_tps.to_json()},
+          {"parallel_scaling", parallel_scaling_runs.median},
+          {"parallel_scaling_runs", parallel_scaling_runs.to_json()}};
 }
 
 }  // namespace spite::bench

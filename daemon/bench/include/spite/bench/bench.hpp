@@ -81,6 +81,10 @@ struct bench_report {
   // repetition's roofline fraction (bandwidth_gbs and decode_roofline are their medians), so a
   // host whose bandwidth swings from minute to minute is compared with itself at that minute.
   spread bandwidth_runs, decode_roofline_runs;
+  // With parallel > 1: one sequence decoding alone, timed in each repetition beside the
+  // parallel run, and each repetition's ratio of the parallel total to it (the median is
+  // `parallel_scaling` in JSON). Empty with parallel 1.
+  spread tg_single_tps, parallel_scaling_runs;
   nlohmann::json to_json() const;
 };
 
