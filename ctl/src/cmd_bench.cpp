@@ -191,6 +191,15 @@ int run_ceilings(const args& a) {
     std::printf("%-14s: %3.0f%% of %s -- %s; %s\n", s.name.c_str(), 100 * s.fraction, s.of.c_str(), s.kernels.c_str(),
                 s.sequence.c_str());
   }
+  if (!c.streamed.empty()) {
+    std::printf("streamed   : the packed Q4_0 / Q4_K decode sequence over 256 MiB, in turns with the plain read of it\n");
+  }
+  for (const auto& s : c.streamed) {
+    std::printf("%2d thread%s : plain read %.1f GB/s; the sequence from L2 %.1f GB/s, from memory %.1f GB/s (%.1f with "
+                "software prefetch): %.0f%% of the plain read\n",
+                s.threads, s.threads == 1 ? " " : "s", s.plain_gbs, s.in_cache_gbs, s.sequence_gbs, s.prefetched_gbs,
+                100 * s.fraction());
+  }
   return exit_ok;
 }
 
@@ -210,7 +219,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("--tokens", "N", "with --matmul: activation rows per product (default 1, a decode step)")
       .flag("--no-repack", "with --matmul: the file's layout, not the load-time packed one")
       .flag("--cold", "with --matmul: each product on the next of copies that exceed the caches (weights from memory)")
-      .flag("--ceilings", "instead of a model: how fast this core runs each kernel family's instruction sequence")
+      .flag("--ceilings", "instead of a model: how fast this core runs each kernel family's instruction sequence, and how much of the bandwidth the decode sequence streams")
       .option("--kernels", "DIRS", "kernel plug-in directories (in this process)")
       .flag("--reference-kernels", "use only the built-in kernels (in this process)")
       .flag("--no-probes", "skip the bandwidth, peak FLOP/s and 8-bit peak probes")

@@ -1,9 +1,11 @@
 // spitectl bench --matmul: one weight matrix of any GGUF type and shape, random values, timed
 // through the kernels a model's matmuls take; figures consistent with the shape and the time.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "process.hpp"
@@ -105,7 +107,7 @@ TEST_CASE("bench --matmul refuses a bad spec or a shape its type cannot hold, wi
   refused("F32:2000000:8", "in and out 1..1048576");
 }
 
-TEST_CASE("bench --ceilings measures each quantized kernel family's instruction sequence against the 8-bit peak") {
+TEST_CASE("bench --ceilings measures each quantized kernel family's instruction sequence against the 8-bit peak, and the decode sequence streamed against the plain read") {
   const auto r = run_process({SPITECTL_PATH, "bench", "--ceilings", "--json"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -130,10 +132,27 @@ TEST_CASE("bench --ceilings measures each quantized kernel family's instruction 
     CHECK(f < 1.1);
   }
   CHECK(names == std::vector<std::string>{"q8_0_block", "k_quant_group", "packed_chunk"});
+  // The decode sequence streamed from memory by one thread, then by every hardware thread: each
+  // rate measured, and the fraction the better of its two streamed rates over the plain read.
+  const auto& streamed = j.at("streamed");
+  REQUIRE(streamed.size() == (std::thread::hardware_concurrency() > 1 ? 2u : 1u));
+  CHECK(streamed.at(0).at("threads") == 1);
+  for (const auto& s : streamed) {
+    const double plain = s.at("plain_read_gb_per_s").get<double>();
+    const double from_memory = s.at("sequence_gb_per_s").get<double>();
+    const double prefetched = s.at("sequence_prefetched_gb_per_s").get<double>();
+    CHECK(plain > 0);
+    CHECK(from_memory > 0);
+    CHECK(prefetched > 0);
+    CHECK(s.at("sequence_in_cache_gb_per_s").get<double>() > 0);
+    CHECK(s.at("fraction_of_plain_read").get<double>() == Approx(std::max(from_memory, prefetched) / plain));
+  }
   const auto text = run_process({SPITECTL_PATH, "bench", "--ceilings"});
   CHECK(text.exit_code == 0);
   CHECK(text.out.find("of 8-bit peak") != std::string::npos);
+  CHECK(text.out.find("of the plain read") != std::string::npos);
 #else
   CHECK(sequences.empty());
+  CHECK(j.at("streamed").empty());
 #endif
 }

@@ -48,39 +48,6 @@ __attribute__((target("avx2"))) double dot8_avx2(std::int64_t iters) {
   return 12.0 * 32 * 2 * static_cast<double>(iters);
 }
 
-}  // namespace detail
-
-namespace {
-
-using detail::dot8_avx2;
-
-using clock_type = std::chrono::steady_clock;
-
-int resolve_threads(int threads) {
-  return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
-// Runs fn(thread) on `threads` threads that start together; returns the wall seconds.
-template <class Fn>
-double run_together(int threads, Fn fn) {
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      ready++;
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      fn(t);
-    });
-  }
-  while (ready.load() < threads - 1) std::this_thread::yield();
-  const auto t0 = clock_type::now();
-  go.store(true, std::memory_order_release);
-  fn(0);
-  for (auto& th : pool) th.join();
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
 __attribute__((target("avx2"))) std::uint64_t sum_avx2(const std::uint64_t* p, std::size_t n) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   std::size_t i = 0;
@@ -95,6 +62,29 @@ __attribute__((target("avx2"))) std::uint64_t sum_avx2(const std::uint64_t* p, s
   std::uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
   for (; i < n; ++i) s += p[i];
   return s;
+}
+
+huge_buffer huge_buffer_of(std::size_t bytes) {
+  constexpr std::size_t huge_page = std::size_t{2} << 20;
+  huge_buffer b{nullptr, &std::free};
+  const std::size_t n_bytes = (bytes + huge_page - 1) & ~(huge_page - 1);
+  b.reset(static_cast<std::uint64_t*>(std::aligned_alloc(huge_page, n_bytes)));
+  if (b) (void)::madvise(b.get(), n_bytes, MADV_HUGEPAGE);  // advice: fine to be refused
+  return b;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::dot8_avx2;
+using detail::run_together;
+using detail::sum_avx2;
+
+using clock_type = std::chrono::steady_clock;
+
+int resolve_threads(int threads) {
+  return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 std::uint64_t sum_generic(const std::uint64_t* p, std::size_t n) {
@@ -201,12 +191,8 @@ double measure_bandwidth(int threads, std::size_t bytes) {
   // In huge pages where the system allows them, as the weights the kernels stream are
   // (pack_for_cpu): on 4 KiB pages the same read loop ran 1-10 % slower here (TLB misses), and a
   // probe on them would flatter every fraction measured against it.
-  constexpr std::size_t huge_page = std::size_t{2} << 20;
-  const std::size_t n_bytes = (n * sizeof(std::uint64_t) + huge_page - 1) & ~(huge_page - 1);
-  std::unique_ptr<std::uint64_t, decltype(&std::free)> buf(static_cast<std::uint64_t*>(std::aligned_alloc(huge_page, n_bytes)),
-                                                           &std::free);
+  const detail::huge_buffer buf = detail::huge_buffer_of(n * sizeof(std::uint64_t));
   if (!buf) return 0;
-  (void)::madvise(buf.get(), n_bytes, MADV_HUGEPAGE);  // advice: fine to be refused
   // Touch every page first (in parallel, so pages land near the threads that read them).
   const std::size_t slice = (n / static_cast<std::size_t>(threads)) & ~std::size_t{15};
   run_together(threads, [&](int t) {

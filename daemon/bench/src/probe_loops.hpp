@@ -1,12 +1,47 @@
-// The probe loops that machine_probe.cpp and sequence_probe.cpp share.
+// The probe loops and helpers that machine_probe.cpp, sequence_probe.cpp and stream_probe.cpp share.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <vector>
 
 namespace spite::bench::detail {
 
 // 12 independent VPMADDUBSW chains for `iters` iterations (needs AVX2): the 8-bit multiply peak's
 // loop. Returns the ops done, 2 per product.
 double dot8_avx2(std::int64_t iters);
+
+// The sum of n words with four independent AVX2 chains (needs AVX2): the plain streaming read.
+std::uint64_t sum_avx2(const std::uint64_t* p, std::size_t n);
+
+// A buffer of at least `bytes`, aligned to and advised into 2 MiB pages where the system allows
+// them, as the weights the kernels stream are; null when the allocation fails.
+using huge_buffer = std::unique_ptr<std::uint64_t, decltype(&std::free)>;
+huge_buffer huge_buffer_of(std::size_t bytes);
+
+// Runs fn(thread) on `threads` threads that start together; returns the wall seconds.
+template <class Fn>
+double run_together(int threads, Fn fn) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      ready++;
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      fn(t);
+    });
+  }
+  while (ready.load() < threads - 1) std::this_thread::yield();
+  const auto t0 = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  fn(0);
+  for (auto& th : pool) th.join();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace spite::bench::detail

@@ -6,6 +6,7 @@
 // AVX-512 VNNI kernels run other sequences).
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "probe_loops.hpp"
@@ -118,6 +119,8 @@ sequence_ceilings measure_sequence_ceilings() {
   c.sequences.push_back({"packed_chunk", "packed Q4_0, Q4_K, IQ4_NL batches",
                          "per 32 products: vpbroadcastd, vpmaddubsw, vpaddw; per 8 of them one chunk unpacked", "8-bit peak",
                          of_peak(t[3])});
+  c.streamed.push_back(measure_stream_ceiling(1));
+  if (const int all = static_cast<int>(std::thread::hardware_concurrency()); all > 1) c.streamed.push_back(measure_stream_ceiling(all));
 #endif
   return c;
 }
@@ -127,7 +130,9 @@ nlohmann::json sequence_ceilings::to_json() const {
   for (const auto& s : sequences) {
     seqs.push_back({{"name", s.name}, {"kernels", s.kernels}, {"sequence", s.sequence}, {"of", s.of}, {"fraction", s.fraction}});
   }
-  return {{"isa", isa}, {"peak_int8_gop_per_s", peak_int8_gops}, {"sequences", seqs}};
+  nlohmann::json streams = nlohmann::json::array();
+  for (const auto& s : streamed) streams.push_back(s.to_json());
+  return {{"isa", isa}, {"peak_int8_gop_per_s", peak_int8_gops}, {"sequences", seqs}, {"streamed", streams}};
 }
 
 }  // namespace spite::bench

@@ -4,6 +4,7 @@
 // of peak compute. Figures then compare across machines and across minutes on a shared host.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,10 +42,25 @@ struct sequence_ceiling {
   std::string name, kernels, sequence, of;
   double fraction = 0;
 };
+// The packed Q4_0 / Q4_K one-row decode sequence (per 32 bytes of weights one load, two VPANDs
+// and a VPSRLW for the nibbles, and per nibble half a VPBROADCASTD of the activations, a
+// VPMADDUBSW and a VPADDW) run by `threads` threads over 256 MiB, in turns with the plain read
+// of the same bytes (measure_bandwidth's loop), with and without software prefetch 8 KiB ahead,
+// and over 128 KiB per thread that stays in L2. Its best streamed rate over the plain read is
+// the share of the bandwidth a decode kernel doing this much work per byte can stream here.
+struct stream_ceiling {
+  int threads = 0;  // 0: not measured (no AVX2)
+  double plain_gbs = 0, in_cache_gbs = 0, sequence_gbs = 0, prefetched_gbs = 0;
+  double fraction() const { return plain_gbs > 0 ? std::max(sequence_gbs, prefetched_gbs) / plain_gbs : 0; }
+  nlohmann::json to_json() const;
+};
+stream_ceiling measure_stream_ceiling(int threads);
+
 struct sequence_ceilings {
   std::string isa;            // "avx2", or empty where nothing was measured
   double peak_int8_gops = 0;  // the 8-bit peak measured the same way, one thread
   std::vector<sequence_ceiling> sequences;
+  std::vector<stream_ceiling> streamed;  // one thread, then every hardware thread where more
   nlohmann::json to_json() const;
 };
 sequence_ceilings measure_sequence_ceilings();
