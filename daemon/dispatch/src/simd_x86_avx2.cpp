@@ -289,26 +289,6 @@ struct q4_0_sums {
   }
 };
 
-template <int K>
-SPITE_AVX2 void q4_0_packed_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
-                                 std::int64_t out, float* y) {
-  q4_0_layout_tile<q4_0_sums, K>(group, nb, xb, t0, out, y);
-}
-
-void matmul_q4_0_packed(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  const std::int64_t nb = w.in / qk0;
-  const q4_0_tiles avx2{q4_0_packed_tile<1>, q4_0_packed_tile<4>};
-  const q4_0_tiles* vnni = avx512_q4_0_tiles();
-  const q4_0_tiles& tiles = vnni != nullptr ? *vnni : avx2;
-  by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(xb.row_bytes(nb)), pool,
-                             [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-                               const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_0_packed_block;
-                               std::int64_t t = t0;
-                               for (; t + 4 <= t1; t += 4) tiles.four(group, nb, xb, t, w.out, y + 8 * g);
-                               for (; t < t1; ++t) tiles.one(group, nb, xb, t, w.out, y + 8 * g);
-                             });
-}
-
 void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_0)(w, x, n_tokens, y, pool);
   const q8_0_batch xb(x, w.in, n_tokens, pool);
@@ -316,7 +296,7 @@ void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* 
   if (w.packed != nullptr && w.packed_rows == 16) {
     if (matmul_q4_0_x16(w, xb, n_tokens, false, y, pool)) return;
   } else if (w.packed != nullptr) {
-    return matmul_q4_0_packed(w, xb, n_tokens, y, pool);
+    return matmul_q4_0_layout<q4_0_sums>(w, xb, n_tokens, y, pool, avx512_q4_0_tiles());
   }
   if (n_tokens < 4) {
     pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {

@@ -235,16 +235,7 @@ void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float
   if (w.packed != nullptr && w.packed_rows == 16) {
     if (matmul_q4_0_x16(w, xb, n_tokens, true, y, pool)) return;
   } else if (w.packed != nullptr) {
-    const q4_0_tiles avx2{q4_0_layout_tile<iq4_nl_sums, 1>, q4_0_layout_tile<iq4_nl_sums, 4>};
-    const q4_0_tiles* vnni = avx512_iq4_nl_tiles();
-    const q4_0_tiles& tiles = vnni != nullptr ? *vnni : avx2;
-    by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(q8_0_batch::row_bytes(nb)), pool,
-                               [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-                                 const std::byte* group = w.packed + static_cast<std::size_t>(g * nb) * q4_0_packed_block;
-                                 std::int64_t t = t0;
-                                 for (; t + 4 <= t1; t += 4) tiles.four(group, nb, xb, t, w.out, y + 8 * g);
-                                 for (; t < t1; ++t) tiles.one(group, nb, xb, t, w.out, y + 8 * g);
-                               });
+    matmul_q4_0_layout<iq4_nl_sums>(w, xb, n_tokens, y, pool, avx512_iq4_nl_tiles());
     return;
   }
   by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(q8_0_batch::row_bytes(nb)), pool,

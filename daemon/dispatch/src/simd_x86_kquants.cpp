@@ -302,20 +302,16 @@ void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
   const q4_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
   const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g * nb) * q4_K_packed_block; };
   if (vnni == nullptr && n_tokens < 4) {
-    // Decode: each thread's run of groups read as two streams, its first and second half in
-    // step. Measured on a Zen 3 core, the packed decode sequence read 80-86 % of a plain read's
-    // bandwidth as one stream and 99-103 % as two (`spitectl bench --ceilings` times the one).
-    pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
-      const std::int64_t half = (end - begin) / 2;
-      for (std::int64_t i = 0; i < half; ++i) {
-        const std::byte* groups[2] = {group_at(begin + i), group_at(begin + half + i)};
-        float* ys[2] = {y + 8 * (begin + i), y + 8 * (begin + half + i)};
-        for (std::int64_t t = 0; t < n_tokens; ++t) q4_K_packed_tile_pair(groups, nb, xq, t, ng, w.out, ys);
-      }
-      if ((end - begin) % 2 != 0) {
-        for (std::int64_t t = 0; t < n_tokens; ++t) tiles.one(group_at(end - 1), nb, xq, t, ng, w.out, y + 8 * (end - 1));
-      }
-    });
+    by_group_pairs(
+        w.out / 8, pool,
+        [&](std::int64_t a, std::int64_t b) {
+          const std::byte* groups[2] = {group_at(a), group_at(b)};
+          float* ys[2] = {y + 8 * a, y + 8 * b};
+          for (std::int64_t t = 0; t < n_tokens; ++t) q4_K_packed_tile_pair(groups, nb, xq, t, ng, w.out, ys);
+        },
+        [&](std::int64_t g) {
+          for (std::int64_t t = 0; t < n_tokens; ++t) tiles.one(group_at(g), nb, xq, t, ng, w.out, y + 8 * g);
+        });
     return;
   }
   const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
