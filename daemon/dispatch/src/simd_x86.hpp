@@ -220,16 +220,25 @@ void by_groups_and_token_blocks(std::int64_t groups, std::int64_t n_tokens, std:
   });
 }
 
-// Decode over row groups [0, groups): each thread's run of groups read as two streams in step,
-// pair(a, b) for its first half's group a beside its second half's b, one(g) for a group left
-// over. Measured on a Zen 3 core (AVX2), the packed decode sequence read 80-86 % of a plain
-// read's bandwidth as one stream and 99-103 % as two (`spitectl bench --ceilings` times the one).
-template <class Pair, class One>
-void by_group_pairs(std::int64_t groups, thread_pool& pool, const Pair& pair, const One& one) {
+// Decode over groups of 8 rows [0, groups), the group at g starting at group_at(g) and its
+// outputs at y + 8 g: each thread's run of groups read as two streams in step, pair(groups, t,
+// ys) for activation row t against its first half's group a and its second half's b, one(group,
+// t, y) for a group left over. Measured on a Zen 3 core (AVX2), the packed decode sequence read
+// 80-86 % of a plain read's bandwidth as one stream and 99-103 % as two (`spitectl bench
+// --ceilings` times the one).
+template <class GroupAt, class Pair, class One>
+void by_group_pairs(std::int64_t groups, std::int64_t n_tokens, float* y, thread_pool& pool, const GroupAt& group_at,
+                    const Pair& pair, const One& one) {
   pool.parallel_for(groups, [&](std::int64_t begin, std::int64_t end, int) {
     const std::int64_t half = (end - begin) / 2;
-    for (std::int64_t i = 0; i < half; ++i) pair(begin + i, begin + half + i);
-    if ((end - begin) % 2 != 0) one(end - 1);
+    for (std::int64_t a = begin; a < begin + half; ++a) {
+      const std::byte* both[2] = {group_at(a), group_at(a + half)};
+      float* ys[2] = {y + 8 * a, y + 8 * (a + half)};
+      for (std::int64_t t = 0; t < n_tokens; ++t) pair(both, t, ys);
+    }
+    if ((end - begin) % 2 != 0) {
+      for (std::int64_t t = 0; t < n_tokens; ++t) one(group_at(end - 1), t, y + 8 * (end - 1));
+    }
   });
 }
 
@@ -551,17 +560,12 @@ void matmul_q4_0_layout(const weight& w, const q8_0_batch& xb, std::int64_t n_to
   const q4_0_tiles& tiles = vnni != nullptr ? *vnni : avx2;
   const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g * nb) * q4_0_packed_block; };
   if (vnni == nullptr && n_tokens < 4) {
-    by_group_pairs(
-        w.out / 8, pool,
-        [&](std::int64_t a, std::int64_t b) {
-          const std::byte* groups[2] = {group_at(a), group_at(b)};
-          float* ys[2] = {y + 8 * a, y + 8 * b};
-          for (std::int64_t t = 0; t < n_tokens; ++t) q4_0_layout_groups<Sums, 1, 2>(groups, nb, xb, t, w.out, ys);
+    return by_group_pairs(
+        w.out / 8, n_tokens, y, pool, group_at,
+        [&](const std::byte* const* groups, std::int64_t t, float* const* ys) {
+          q4_0_layout_groups<Sums, 1, 2>(groups, nb, xb, t, w.out, ys);
         },
-        [&](std::int64_t g) {
-          for (std::int64_t t = 0; t < n_tokens; ++t) tiles.one(group_at(g), nb, xb, t, w.out, y + 8 * g);
-        });
-    return;
+        [&](const std::byte* group, std::int64_t t, float* yg) { tiles.one(group, nb, xb, t, w.out, yg); });
   }
   by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(q8_0_batch::row_bytes(nb)), pool,
                              [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {

@@ -302,17 +302,12 @@ void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
   const q4_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
   const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g * nb) * q4_K_packed_block; };
   if (vnni == nullptr && n_tokens < 4) {
-    by_group_pairs(
-        w.out / 8, pool,
-        [&](std::int64_t a, std::int64_t b) {
-          const std::byte* groups[2] = {group_at(a), group_at(b)};
-          float* ys[2] = {y + 8 * a, y + 8 * b};
-          for (std::int64_t t = 0; t < n_tokens; ++t) q4_K_packed_tile_pair(groups, nb, xq, t, ng, w.out, ys);
+    return by_group_pairs(
+        w.out / 8, n_tokens, y, pool, group_at,
+        [&](const std::byte* const* groups, std::int64_t t, float* const* ys) {
+          q4_K_packed_tile_pair(groups, nb, xq, t, ng, w.out, ys);
         },
-        [&](std::int64_t g) {
-          for (std::int64_t t = 0; t < n_tokens; ++t) tiles.one(group_at(g), nb, xq, t, ng, w.out, y + 8 * g);
-        });
-    return;
+        [&](const std::byte* group, std::int64_t t, float* yg) { tiles.one(group, nb, xq, t, ng, w.out, yg); });
   }
   const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
   by_groups_and_token_blocks(w.out / 8, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
