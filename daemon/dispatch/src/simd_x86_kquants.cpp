@@ -445,22 +445,31 @@ SPITE_AVX2 void q6_K_dot(const q6_K_row* const* rows, const gguf::block_q8_K* xq
 // time (several rows in flight stream from memory faster) against K activation rows (each
 // block's quants serve all of them); every row and activation row keeps its own 8 lanes, as
 // in the reference.
-template <int R, int K>
-SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
-                           std::int64_t out, float* y) {
+// With Split, rows o.. and o2.. (R / 2 of each, in the file's layout): two regions read in step,
+// which stream faster than one (by_group_pairs).
+template <int R, int K, bool Split>
+SPITE_AVX2 inline void q6_K_fused_rows(const weight& w, std::int64_t o, std::int64_t o2, const gguf::block_q8_K* xq,
+                                       std::int64_t nb, std::int64_t t0, std::int64_t out, float* y) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
   const q6_K_blocks blocks(w);
   const std::int64_t step = blocks.step();
+  constexpr int run = Split ? R / 2 : R;  // rows in a row of memory
+  std::int64_t row_of[R];
+  for (int r = 0; r < R; ++r) row_of[r] = r < run ? o + r : o2 + r - run;
   const gguf::block_q6_K* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = blocks.first(o + r);
+  for (int r = 0; r < R; ++r) rows[r] = blocks.first(row_of[r]);
   __m256 acc[R][K];
   for (auto& row : acc) {
     for (auto& a : row) a = _mm256_setzero_ps();
   }
-  const next_group_prefetch ahead(reinterpret_cast<const std::byte*>(blocks.first(o + R)), R * w.row_bytes, nb);
+  const next_group_prefetch ahead(reinterpret_cast<const std::byte*>(blocks.first(o + run)), run * w.row_bytes, nb);
+  const next_group_prefetch ahead2(reinterpret_cast<const std::byte*>(blocks.first(o2 + run)), run * w.row_bytes, nb);
   const bool prefetch = t0 == 0 && !blocks.interleaved;  // as the AVX-512 tile (simd_x86_q6k_avx512.cpp)
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (prefetch) ahead.step(b);
+    if (prefetch) {
+      ahead.step(b);
+      if constexpr (Split) ahead2.step(b);
+    }
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const gguf::block_q6_K& blk = rows[r][b * step];
@@ -509,8 +518,14 @@ SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) y[(t0 + k) * out + o + r] = reduce8_vec(acc[r][k]);
+    for (int k = 0; k < K; ++k) y[(t0 + k) * out + row_of[r]] = reduce8_vec(acc[r][k]);
   }
+}
+
+template <int R, int K>
+SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
+                           std::int64_t out, float* y) {
+  q6_K_fused_rows<R, K, false>(w, o, 0, xq, nb, t0, out, y);
 }
 
 void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
@@ -523,6 +538,22 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   const q6_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
   // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
   if (w.packed != nullptr && w.packed_rows == 16 && matmul_q6_K_x16(w, xq.data(), n_tokens, y, pool)) return;
+  if (n_tokens < 4 && vnni == nullptr && !q6_K_blocks(w).interleaved) {
+    // Pairs of rows, each thread's run of them read as two streams in step (by_group_pairs).
+    pool.parallel_for(out / 2, [&](std::int64_t begin, std::int64_t end, int) {
+      const std::int64_t half = (end - begin) / 2;
+      for (std::int64_t p = begin; p < begin + half; ++p) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) q6_K_fused_rows<4, 1, true>(w, 2 * p, 2 * (p + half), xq.data(), nb, t, out, y);
+      }
+      if ((end - begin) % 2 != 0) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) q6_K_fused<2, 1>(w, 2 * (end - 1), xq.data(), nb, t, out, y);
+      }
+    });
+    if (out % 2 != 0) {
+      for (std::int64_t t = 0; t < n_tokens; ++t) q6_K_fused<1, 1>(w, out - 1, xq.data(), nb, t, out, y);
+    }
+    return;
+  }
   if (n_tokens < 4) {
     by_row_groups(
         out, pool,
