@@ -242,6 +242,26 @@ void by_group_pairs(std::int64_t groups, std::int64_t n_tokens, float* y, thread
   });
 }
 
+// The same for the file's layout, rows [0, out) for activation rows [0, n_tokens): pairs of
+// rows, each thread's run of pairs read as two regions in step, split(o, o2, t) for rows o, o + 1
+// beside o2, o2 + 1; pair(o, t) for a pair left over, row(o, t) for the last row of an odd count.
+template <class Split, class Pair, class Row>
+void by_row_pair_streams(std::int64_t out, std::int64_t n_tokens, thread_pool& pool, const Split& split, const Pair& pair,
+                         const Row& row) {
+  pool.parallel_for(out / 2, [&](std::int64_t begin, std::int64_t end, int) {
+    const std::int64_t half = (end - begin) / 2;
+    for (std::int64_t p = begin; p < begin + half; ++p) {
+      for (std::int64_t t = 0; t < n_tokens; ++t) split(2 * p, 2 * (p + half), t);
+    }
+    if ((end - begin) % 2 != 0) {
+      for (std::int64_t t = 0; t < n_tokens; ++t) pair(2 * (end - 1), t);
+    }
+  });
+  if (out % 2 != 0) {
+    for (std::int64_t t = 0; t < n_tokens; ++t) row(out - 1, t);
+  }
+}
+
 // Activation rows per block of by_groups_and_token_blocks, for activation rows of `row_bytes`
 // (quantized): about 192 KiB of them, which stay in L2 beside a group's weights, a multiple of
 // the 4-row tiles. Smaller blocks would read the weights from memory more often.

@@ -53,17 +53,27 @@ SPITE_AVX2 inline void decode_step(const Block* const* rows, std::int64_t b, con
 
 // R rows times K activation rows: several rows in flight keep enough loads outstanding to stream
 // from memory at full speed, several activation rows reuse each loaded weight block.
-template <class Block, int R, int K>
-SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
+// With Split, rows o.. and o2.. (R / 2 of each): two regions read in step, which stream faster
+// than one (by_row_pair_streams).
+template <class Block, int R, int K, bool Split = false>
+SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y,
+                          std::int64_t o2 = 0) {
+  constexpr int run = Split ? R / 2 : R;  // rows in a row of memory
+  std::int64_t row_of[R];
+  for (int r = 0; r < R; ++r) row_of[r] = r < run ? o + r : o2 + r - run;
   const Block* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w.row(o + r));
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w.row(row_of[r]));
   __m256 acc[R][K];
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) acc[r][k] = _mm256_setzero_ps();
   }
-  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);
+  const next_group_prefetch ahead(w.row(o + run), run * w.row_bytes, nb);
+  const next_group_prefetch ahead2(w.row(o2 + run), run * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (t0 == 0) ahead.step(b);
+    if (t0 == 0) {
+      ahead.step(b);
+      if constexpr (Split) ahead2.step(b);
+    }
     if constexpr (K == 1) {
       decode_step<Block, R>(rows, b, xb.qs(static_cast<std::size_t>(t0 * nb + b)), xb.d[static_cast<std::size_t>(t0 * nb + b)], acc);
       continue;
@@ -84,7 +94,7 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + o + r] = reduce8_vec(acc[r][k]);
+    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + row_of[r]] = reduce8_vec(acc[r][k]);
   }
 }
 
@@ -170,6 +180,13 @@ template <class Block>
 void matmul_q8_0_like(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens, pool);
+  if (n_tokens < 4) {
+    return by_row_pair_streams(
+        w.out, n_tokens, pool,
+        [&](std::int64_t o, std::int64_t o2, std::int64_t t) { q8_0_tile<Block, 4, 1, true>(w, o, xb, nb, t, y, o2); },
+        [&](std::int64_t o, std::int64_t t) { q8_0_tile<Block, 2, 1>(w, o, xb, nb, t, y); },
+        [&](std::int64_t o, std::int64_t t) { q8_0_tile<Block, 1, 1>(w, o, xb, nb, t, y); });
+  }
   by_groups_and_token_blocks((w.out + 3) / 4, n_tokens, token_block(xb.row_bytes(nb)), pool,
                              [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
                                if (4 * g + 4 <= w.out) return q8_0_rows<Block, 4>(w, 4 * g, xb, nb, t0, t1, y);

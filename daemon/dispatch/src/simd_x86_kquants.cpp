@@ -539,20 +539,11 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
   if (w.packed != nullptr && w.packed_rows == 16 && matmul_q6_K_x16(w, xq.data(), n_tokens, y, pool)) return;
   if (n_tokens < 4 && vnni == nullptr && !q6_K_blocks(w).interleaved) {
-    // Pairs of rows, each thread's run of them read as two streams in step (by_group_pairs).
-    pool.parallel_for(out / 2, [&](std::int64_t begin, std::int64_t end, int) {
-      const std::int64_t half = (end - begin) / 2;
-      for (std::int64_t p = begin; p < begin + half; ++p) {
-        for (std::int64_t t = 0; t < n_tokens; ++t) q6_K_fused_rows<4, 1, true>(w, 2 * p, 2 * (p + half), xq.data(), nb, t, out, y);
-      }
-      if ((end - begin) % 2 != 0) {
-        for (std::int64_t t = 0; t < n_tokens; ++t) q6_K_fused<2, 1>(w, 2 * (end - 1), xq.data(), nb, t, out, y);
-      }
-    });
-    if (out % 2 != 0) {
-      for (std::int64_t t = 0; t < n_tokens; ++t) q6_K_fused<1, 1>(w, out - 1, xq.data(), nb, t, out, y);
-    }
-    return;
+    return by_row_pair_streams(
+        out, n_tokens, pool,
+        [&](std::int64_t o, std::int64_t o2, std::int64_t t) { q6_K_fused_rows<4, 1, true>(w, o, o2, xq.data(), nb, t, out, y); },
+        [&](std::int64_t o, std::int64_t t) { q6_K_fused<2, 1>(w, o, xq.data(), nb, t, out, y); },
+        [&](std::int64_t o, std::int64_t t) { q6_K_fused<1, 1>(w, o, xq.data(), nb, t, out, y); });
   }
   if (n_tokens < 4) {
     by_row_groups(
