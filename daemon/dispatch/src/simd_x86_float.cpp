@@ -48,9 +48,11 @@ constexpr std::int64_t row_pad = 16;
 // only lanes 0-7 (0) or 8-15 (1), which leaves room in the registers for twice the tile: each
 // lane still sees its products in order. `ahead`: the next row group, one share per 16
 // elements.
+// `ahead2`: a second region's next rows likewise (decode reading two regions in step).
 template <class T, int R, int K, int Half = -1>
 SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0, std::int64_t i1,
-                                std::int64_t t0, float* state, const next_group_prefetch* ahead) {
+                                std::int64_t t0, float* state, const next_group_prefetch* ahead,
+                                const next_group_prefetch* ahead2 = nullptr) {
   constexpr int h0 = Half < 0 ? 0 : Half, halves = Half < 0 ? 2 : 1;
   __m256 acc[halves][R][K];
   for (int h = 0; h < halves; ++h) {
@@ -63,6 +65,7 @@ SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int6
   // FMAs, so a load per FMA would halve the rate).
   for (std::int64_t i = i0; i < i1; i += 16) {
     if (ahead != nullptr) ahead->step(i / 16);
+    if (ahead2 != nullptr) ahead2->step(i / 16);
     for (int h = 0; h < halves; ++h) {
       const std::int64_t at = i + 8 * (h0 + h);
       __m256 wv[R];
@@ -269,6 +272,34 @@ void matmul_float_impl(const weight& w, const float* x, std::int64_t n_tokens, f
       }
     }
     xs = copy.data();
+  }
+  if (n_tokens < 4) {
+    // Decode: each output row over the whole reduction as in gemm_groups' last loop, rows read
+    // as two regions in step (by_row_pair_streams), the next rows of both fetched meanwhile.
+    const std::int64_t n = w.in, shares = std::max<std::int64_t>(n / 16, 1);
+    const auto row_at = [&](std::int64_t o) { return reinterpret_cast<const T*>(w.row(o)); };
+    return by_row_pair_streams(
+        w.out, n_tokens, pool,
+        [&](std::int64_t o, std::int64_t o2, std::int64_t t) {
+          const T* rows[4] = {row_at(o), row_at(o + 1), row_at(o2), row_at(o2 + 1)};
+          alignas(32) float state[4 * 16] = {};
+          const next_group_prefetch ahead(w.row(o + 2), 2 * w.row_bytes, shares), ahead2(w.row(o2 + 2), 2 * w.row_bytes, shares);
+          gemm_tile_chunk<T, 4, 1>(rows, xs, ldx, 0, n, t, state, t == 0 ? &ahead : nullptr, t == 0 ? &ahead2 : nullptr);
+          const std::int64_t at[4] = {o, o + 1, o2, o2 + 1};
+          for (int r = 0; r < 4; ++r) y[t * w.out + at[r]] = reduce16(state + r * 16);
+        },
+        [&](std::int64_t o, std::int64_t t) {
+          const T* rows[2] = {row_at(o), row_at(o + 1)};
+          alignas(32) float state[4 * 16] = {};
+          gemm_tile_chunk<T, 2, 1>(rows, xs, ldx, 0, n, t, state, nullptr);
+          for (int r = 0; r < 2; ++r) y[t * w.out + o + r] = reduce16(state + r * 16);
+        },
+        [&](std::int64_t o, std::int64_t t) {  // not reached: the GEMM path has a multiple of 4 rows
+          const T* rows[1] = {row_at(o)};
+          alignas(32) float state[4 * 16] = {};
+          gemm_tile_chunk<T, 1, 1>(rows, xs, ldx, 0, n, t, state, nullptr);
+          y[t * w.out + o] = reduce16(state);
+        });
   }
   const bool avx512 = has_avx512_kernels();
   const std::int64_t groups = w.out / 4;
