@@ -331,19 +331,28 @@ SPITE_AVX2 inline void bf16_pairs8(__m256i w, __m256i x, __m256& acc) {
   acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)), acc);
 }
 
-// R rows x K activation rows; n % 32 == 0.
-template <int R, int K>
-SPITE_AVX2 void bf16_tile(const weight& w, std::int64_t o, const std::uint16_t* xs, std::int64_t t0, float* y, bool first) {
+// R rows x K activation rows; n % 32 == 0. With Split, rows o.. and o2.. (R / 2 of each): two
+// regions read in step (by_row_pair_streams).
+template <int R, int K, bool Split = false>
+SPITE_AVX2 void bf16_tile(const weight& w, std::int64_t o, const std::uint16_t* xs, std::int64_t t0, float* y, bool first,
+                          std::int64_t o2 = 0) {
   const std::int64_t n = w.in;
+  constexpr int run = Split ? R / 2 : R;  // rows in a row of memory
+  std::int64_t row_of[R];
+  for (int r = 0; r < R; ++r) row_of[r] = r < run ? o + r : o2 + r - run;
   const std::uint16_t* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const std::uint16_t*>(w.row(o + r));
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const std::uint16_t*>(w.row(row_of[r]));
   __m256 lo[R][K], hi[R][K];
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) lo[r][k] = hi[r][k] = _mm256_setzero_ps();
   }
-  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, n / 32);
+  const next_group_prefetch ahead(w.row(o + run), run * w.row_bytes, n / 32);
+  const next_group_prefetch ahead2(w.row(o2 + run), run * w.row_bytes, n / 32);
   for (std::int64_t i = 0; i < n; i += 32) {
-    if (first) ahead.step(i / 32);
+    if (first) {
+      ahead.step(i / 32);
+      if constexpr (Split) ahead2.step(i / 32);
+    }
     for (int r = 0; r < R; ++r) {
       const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + i));
       const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + i + 16));
@@ -359,7 +368,7 @@ SPITE_AVX2 void bf16_tile(const weight& w, std::int64_t o, const std::uint16_t* 
       alignas(32) float lanes[16];
       _mm256_store_ps(lanes, lo[r][k]);
       _mm256_store_ps(lanes + 8, hi[r][k]);
-      y[(t0 + k) * w.out + o + r] = reduce16(lanes);
+      y[(t0 + k) * w.out + row_of[r]] = reduce16(lanes);
     }
   }
 }
@@ -435,11 +444,12 @@ void matmul_bf16_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   // bf16 activations for the decode tiles (in a batch, only rows past the last group of 4 use them)
   aligned_vector<std::uint16_t> xs(n_tokens < 4 || w.out % 4 != 0 ? static_cast<std::size_t>(w.in * n_tokens) : 0);
   for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = fp32_to_bf16(x[i]);
-  if (n_tokens < 4) {  // decode: 4 rows at a time, the next ones prefetched
-    by_row_groups(
-        w.out, pool, [&](std::int64_t o) { bf16_rows<4>(w, o, xs.data(), n_tokens, y); },
-        [&](std::int64_t o) { bf16_rows<1>(w, o, xs.data(), n_tokens, y); });
-    return;
+  if (n_tokens < 4) {  // decode: 4 rows at a time as two regions in step, the next ones prefetched
+    return by_row_pair_streams(
+        w.out, n_tokens, pool,
+        [&](std::int64_t o, std::int64_t o2, std::int64_t t) { bf16_tile<4, 1, true>(w, o, xs.data(), t, y, t == 0, o2); },
+        [&](std::int64_t o, std::int64_t t) { bf16_tile<2, 1>(w, o, xs.data(), t, y, t == 0); },
+        [&](std::int64_t o, std::int64_t t) { bf16_tile<1, 1>(w, o, xs.data(), t, y, t == 0); });
   }
   // A batch: blocks of row groups as for f16 / f32 weights; rows past the last group of 4 as
   // in decode.
