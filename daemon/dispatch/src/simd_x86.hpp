@@ -221,45 +221,49 @@ void by_groups_and_token_blocks(std::int64_t groups, std::int64_t n_tokens, std:
 }
 
 // Decode over groups of 8 rows [0, groups), the group at g starting at group_at(g) and its
-// outputs at y + 8 g: each thread's run of groups read as two streams in step, pair(groups, t,
-// ys) for activation row t against its first half's group a and its second half's b, one(group,
-// t, y) for a group left over. Measured on a Zen 3 core (AVX2), the packed decode sequence read
-// 80-86 % of a plain read's bandwidth as one stream and 99-103 % as two (`spitectl bench
-// --ceilings` times the one).
+// outputs at y + 8 g: the matrix read as two streams in step, its first half beside its second.
+// The threads share out the pairs, so each reads two contiguous runs (chunks of a thread's share
+// continue both): pair(groups, t, ys) for activation row t against groups a and a + groups / 2,
+// one(group, t, y) for the last group of an odd count. Measured on a Zen 3 core (AVX2), the
+// packed decode sequence read 80-86 % of a plain read's bandwidth as one stream and 99-103 % as
+// two (`spitectl bench --ceilings` times the one).
 template <class GroupAt, class Pair, class One>
 void by_group_pairs(std::int64_t groups, std::int64_t n_tokens, float* y, thread_pool& pool, const GroupAt& group_at,
                     const Pair& pair, const One& one) {
-  pool.parallel_for(groups, [&](std::int64_t begin, std::int64_t end, int) {
-    const std::int64_t half = (end - begin) / 2;
-    for (std::int64_t a = begin; a < begin + half; ++a) {
+  const std::int64_t half = groups / 2;
+  pool.parallel_for(half + groups % 2, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t a = begin; a < end; ++a) {
+      if (a == half) {  // the odd one out
+        for (std::int64_t t = 0; t < n_tokens; ++t) one(group_at(2 * half), t, y + 8 * (2 * half));
+        continue;
+      }
       const std::byte* both[2] = {group_at(a), group_at(a + half)};
       float* ys[2] = {y + 8 * a, y + 8 * (a + half)};
       for (std::int64_t t = 0; t < n_tokens; ++t) pair(both, t, ys);
     }
-    if ((end - begin) % 2 != 0) {
-      for (std::int64_t t = 0; t < n_tokens; ++t) one(group_at(end - 1), t, y + 8 * (end - 1));
-    }
   });
 }
 
-// The same for the file's layout, rows [0, out) for activation rows [0, n_tokens): pairs of
-// rows, each thread's run of pairs read as two regions in step, split(o, o2, t) for rows o, o + 1
-// beside o2, o2 + 1; pair(o, t) for a pair left over, row(o, t) for the last row of an odd count.
+// The same for the file's layout, rows [0, out) for activation rows [0, n_tokens), in pairs of
+// rows: split(o, o2, t) for rows o, o + 1 in the first half beside o2, o2 + 1 in the second;
+// pair(o, t) for the last pair of an odd count, row(o, t) for the last row of an odd count.
 template <class Split, class Pair, class Row>
 void by_row_pair_streams(std::int64_t out, std::int64_t n_tokens, thread_pool& pool, const Split& split, const Pair& pair,
                          const Row& row) {
-  pool.parallel_for(out / 2, [&](std::int64_t begin, std::int64_t end, int) {
-    const std::int64_t half = (end - begin) / 2;
-    for (std::int64_t p = begin; p < begin + half; ++p) {
-      for (std::int64_t t = 0; t < n_tokens; ++t) split(2 * p, 2 * (p + half), t);
-    }
-    if ((end - begin) % 2 != 0) {
-      for (std::int64_t t = 0; t < n_tokens; ++t) pair(2 * (end - 1), t);
+  const std::int64_t pairs = out / 2, half = pairs / 2;
+  pool.parallel_for(half + pairs % 2 + out % 2, [&](std::int64_t begin, std::int64_t end, int) {
+    for (std::int64_t a = begin; a < end; ++a) {
+      for (std::int64_t t = 0; t < n_tokens; ++t) {
+        if (a < half) {
+          split(2 * a, 2 * (a + half), t);
+        } else if (a == half && pairs % 2 != 0) {
+          pair(2 * (2 * half), t);
+        } else {
+          row(out - 1, t);
+        }
+      }
     }
   });
-  if (out % 2 != 0) {
-    for (std::int64_t t = 0; t < n_tokens; ++t) row(out - 1, t);
-  }
 }
 
 // Activation rows per block of by_groups_and_token_blocks, for activation rows of `row_bytes`

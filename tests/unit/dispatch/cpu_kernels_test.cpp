@@ -127,8 +127,10 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
       const std::vector<std::int64_t> ins = block == 32 ? std::vector<std::int64_t>{block, 3 * block, 5 * block}
                                                         : std::vector<std::int64_t>{block, 3 * block};
       for (const std::int64_t in : ins) {
-        // 48: the 16-row groups of the AVX-512 layouts (all but Q8_0).
-        for (const std::int64_t out : {8, 13, 24, 40, 48}) {
+        // 48: the 16-row groups of the AVX-512 layouts (all but Q8_0). Decode reads rows in
+        // pairs from both halves of a matrix: 10 and 13 leave a pair and a row over, 24 and 40
+        // a group of 8.
+        for (const std::int64_t out : {8, 10, 13, 24, 40, 48}) {
           const quantized_matrix m = random_matrix(type, in, out, rng);
           // 299 and 300: past the largest block of activation rows the batched kernels take at a
           // time, with and without activation rows left over after the last 4-row tile.
