@@ -1,6 +1,7 @@
 // Shared pieces of the x86 SIMD kernels (simd_x86_*.cpp): the target attributes, lane
 // helpers, the activation batch of the Q8_0 family, the load-time packed layouts and the
-// per-file entry points. Internal to spite::dispatch; x86-64 only.
+// per-file entry points (how the work is split over the threads: simd_x86_split.hpp).
+// Internal to spite::dispatch; x86-64 only.
 #pragma once
 
 #include "ref_quant.hpp"
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "aligned_buffer.hpp"
+#include "simd_x86_split.hpp"
 #include "spite/core/half.hpp"
 
 // Functions carry target attributes instead of their files a -mavx2 flag: header code
@@ -160,126 +162,6 @@ SPITE_AVX2 inline void super_block_lanes(const std::uint8_t* const* q, const std
       }
     }
   }
-}
-
-// Batches of a K-quant type whose rows are unpacked once per use (Row: one row's buffers):
-// work items of 2 rows and a block of activation rows (`block`, sized to stay in L2 while the
-// items of the block pass); each item unpacks its rows, then tile4(rows, o, t) for each 4
-// activation rows from t and tile1(row, o, t) for the others (and for a last odd row).
-template <class Row, class Unpack, class Tile4, class Tile1>
-void by_unpacked_row_pairs(std::int64_t in, std::int64_t out, std::int64_t n_tokens, std::int64_t block, thread_pool& pool,
-                           const Unpack& unpack, const Tile4& tile4, const Tile1& tile1) {
-  const std::int64_t pairs = (out + 1) / 2, blocks = (n_tokens + block - 1) / block;
-  pool.parallel_for(pairs * blocks, [&](std::int64_t begin, std::int64_t end, int) {
-    Row rows[2] = {Row(in), Row(in)};
-    const Row* both[2] = {&rows[0], &rows[1]};
-    for (std::int64_t i = begin; i < end; ++i) {
-      const std::int64_t o = 2 * (i % pairs), t0 = i / pairs * block, t1 = std::min(n_tokens, t0 + block);
-      const bool pair = o + 1 < out;
-      unpack(o, rows[0]);
-      if (pair) unpack(o + 1, rows[1]);
-      std::int64_t t = t0;
-      if (pair) {
-        for (; t + 4 <= t1; t += 4) tile4(both, o, t);
-      }
-      for (; t < t1; ++t) {
-        tile1(rows[0], o, t);
-        if (pair) tile1(rows[1], o + 1, t);
-      }
-    }
-  });
-}
-
-// rows4(o) for each group of 4 output rows from o, rows1(o) for each row of a last partial
-// group; the groups are split over the pool.
-template <class Rows4, class Rows1>
-void by_row_groups(std::int64_t out, thread_pool& pool, const Rows4& rows4, const Rows1& rows1) {
-  pool.parallel_for((out + 3) / 4, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t g = begin; g < end; ++g) {
-      if (4 * g + 4 <= out) {
-        rows4(4 * g);
-      } else {
-        for (std::int64_t o = 4 * g; o < out; ++o) rows1(o);
-      }
-    }
-  });
-}
-
-// fn(g, t0, t1) for every group g < groups and every block [t0, t1) of up to `block` activation
-// rows, spread over the pool in block-major order: the threads work through the same activation
-// rows at a time, which then stay in L2 (one thread's pass over a whole large batch would not),
-// and each group's weights are read once per block.
-template <class Fn>
-void by_groups_and_token_blocks(std::int64_t groups, std::int64_t n_tokens, std::int64_t block, thread_pool& pool, const Fn& fn) {
-  const std::int64_t blocks = (n_tokens + block - 1) / block;
-  pool.parallel_for(groups * blocks, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const std::int64_t t0 = i / groups * block;
-      fn(i % groups, t0, std::min(n_tokens, t0 + block));
-    }
-  });
-}
-
-// Decode over groups of 8 rows [0, groups), the group at g starting at group_at(g) and its
-// outputs at y + 8 g: the matrix read as two streams in step, its first half beside its second.
-// The threads share out the pairs, so each reads two contiguous runs (chunks of a thread's share
-// continue both): pair(groups, t, ys) for activation row t against groups a and a + groups / 2,
-// one(group, t, y) for the last group of an odd count. Measured on a Zen 3 core (AVX2), the
-// packed decode sequence read 80-86 % of a plain read's bandwidth as one stream and 99-103 % as
-// two (`spitectl bench --ceilings` times the one).
-template <class GroupAt, class Pair, class One>
-void by_group_pairs(std::int64_t groups, std::int64_t n_tokens, float* y, thread_pool& pool, const GroupAt& group_at,
-                    const Pair& pair, const One& one) {
-  const std::int64_t half = groups / 2;
-  pool.parallel_for(half + groups % 2, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t a = begin; a < end; ++a) {
-      if (a == half) {  // the odd one out
-        for (std::int64_t t = 0; t < n_tokens; ++t) one(group_at(2 * half), t, y + 8 * (2 * half));
-        continue;
-      }
-      const std::byte* both[2] = {group_at(a), group_at(a + half)};
-      float* ys[2] = {y + 8 * a, y + 8 * (a + half)};
-      for (std::int64_t t = 0; t < n_tokens; ++t) pair(both, t, ys);
-    }
-  });
-}
-
-// The same for the file's layout, rows [0, out) for activation rows [0, n_tokens), in pairs of
-// rows: split(o, o2, t) for rows o, o + 1 in the first half beside o2, o2 + 1 in the second;
-// pair(o, t) for the last pair of an odd count, row(o, t) for the last row of an odd count.
-template <class Split, class Pair, class Row>
-void by_row_pair_streams(std::int64_t out, std::int64_t n_tokens, thread_pool& pool, const Split& split, const Pair& pair,
-                         const Row& row) {
-  const std::int64_t pairs = out / 2, half = pairs / 2;
-  pool.parallel_for(half + pairs % 2 + out % 2, [&](std::int64_t begin, std::int64_t end, int) {
-    for (std::int64_t a = begin; a < end; ++a) {
-      for (std::int64_t t = 0; t < n_tokens; ++t) {
-        if (a < half) {
-          split(2 * a, 2 * (a + half), t);
-        } else if (a == half && pairs % 2 != 0) {
-          pair(2 * (2 * half), t);
-        } else {
-          row(out - 1, t);
-        }
-      }
-    }
-  });
-}
-
-// Activation rows per block of by_groups_and_token_blocks, for activation rows of `row_bytes`
-// (quantized): about 192 KiB of them, which stay in L2 beside a group's weights, a multiple of
-// the 4-row tiles. Smaller blocks would read the weights from memory more often.
-inline std::int64_t token_block(std::size_t row_bytes) {
-  const auto rows = static_cast<std::int64_t>((192u << 10) / std::max<std::size_t>(row_bytes, 1));
-  return std::clamp<std::int64_t>(rows / 4 * 4, 16, 256);
-}
-
-// tile4(t) for each group of 4 activation rows from t, tile1(t) for each row left.
-template <class Tile4, class Tile1>
-void by_token_tiles(std::int64_t n_tokens, const Tile4& tile4, const Tile1& tile1) {
-  std::int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4) tile4(t);
-  for (; t < n_tokens; ++t) tile1(t);
 }
 
 SPITE_AVX2 inline __m128i insert_half(__m128i h, gguf::half_bits v, int r) {
