@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "spite/core/thread_pool.hpp"
+
 namespace spite::bench::detail {
 
 // 12 independent VPMADDUBSW chains for `iters` iterations (needs AVX2): the 8-bit multiply peak's
@@ -23,14 +25,19 @@ std::uint64_t sum_avx2(const std::uint64_t* p, std::size_t n);
 using huge_buffer = std::unique_ptr<std::uint64_t, decltype(&std::free)>;
 huge_buffer huge_buffer_of(std::size_t bytes);
 
-// Runs fn(thread) on `threads` threads that start together; returns the wall seconds.
+// Runs fn(thread) on `threads` threads that start together; returns the wall seconds. With
+// pinning on (`--pin`, [inference] pin_threads), thread t runs where a pool's thread t does:
+// started by a pinned caller, the threads would otherwise all share its one CPU, and the
+// bandwidth probe would read half the machine's bandwidth against a model run on all of it.
 template <class Fn>
 double run_together(int threads, Fn fn) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::vector<std::thread> pool;
+  thread_pool::pin_as(0);
   for (int t = 1; t < threads; ++t) {
     pool.emplace_back([&, t] {
+      thread_pool::pin_as(t);
       ready++;
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       fn(t);

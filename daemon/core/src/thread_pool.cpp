@@ -49,6 +49,15 @@ std::vector<int> allowed_cpus() {
   return out;
 }
 
+// Pins the calling thread to cpus[index % size]; best effort: a refusal leaves it floating.
+void pin_to(const std::vector<int>& cpus, int index) {
+  if (cpus.empty()) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[static_cast<std::size_t>(index) % cpus.size()], &one);
+  pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+}
+
 // A range of items as one word, so that its owner (taking from the front) and a thread that
 // steals (taking from the back) agree by compare-and-swap: front in the low half, back in the high.
 constexpr std::uint64_t pack_range(std::uint64_t front, std::uint64_t back) { return back << 32 | front; }
@@ -75,6 +84,16 @@ void thread_pool::set_pinning(bool on) noexcept {
 }
 bool thread_pool::pinning() noexcept { return pinning_enabled; }
 
+void thread_pool::pin_as(int index) noexcept {
+  if (!pinning_enabled) return;
+  std::vector<int> cpus;
+  {
+    std::lock_guard lock(process_cpus_mu);
+    cpus = process_cpus;
+  }
+  pin_to(cpus, index);
+}
+
 thread_pool::thread_pool(int n_threads) {
   if (n_threads <= 0) n_threads = std::max(1u, std::thread::hardware_concurrency());
   if (pinning_enabled) {
@@ -85,13 +104,7 @@ thread_pool::thread_pool(int n_threads) {
   for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
-void thread_pool::pin(int index) const {
-  if (cpus_.empty()) return;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpus_[static_cast<std::size_t>(index) % cpus_.size()], &one);
-  pthread_setaffinity_np(pthread_self(), sizeof one, &one);  // best effort: a refusal leaves it floating
-}
+void thread_pool::pin(int index) const { pin_to(cpus_, index); }
 
 thread_pool::~thread_pool() {
   {

@@ -135,3 +135,32 @@ TEST_CASE("thread pool: with pinning each thread, the caller included, runs on o
   });
   CHECK(worker_cpus == n_cpus);
 }
+
+TEST_CASE("thread pool: pin_as puts a thread of one's own where a pool's thread of that index runs") {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  const int n_cpus = CPU_COUNT(&allowed);
+  const auto mask_of_thread_pinned_as = [](int index) {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    std::thread t([&] {
+      spite::thread_pool::pin_as(index);
+      pthread_getaffinity_np(pthread_self(), sizeof mine, &mine);
+    });
+    t.join();
+    return mine;
+  };
+  // Pinning off: nothing changes.
+  const cpu_set_t free_mask = mask_of_thread_pinned_as(1);
+  CHECK(CPU_COUNT(&free_mask) == n_cpus);
+  spite::thread_pool::set_pinning(true);
+  const cpu_set_t first = mask_of_thread_pinned_as(0), second = mask_of_thread_pinned_as(1);
+  spite::thread_pool::set_pinning(false);
+  CHECK(CPU_COUNT(&first) == 1);
+  CHECK(CPU_COUNT(&second) == 1);
+  if (n_cpus > 1) CHECK(!CPU_EQUAL(&first, &second));  // two indexes, two CPUs
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &first) || CPU_ISSET(c, &second)) CHECK(CPU_ISSET(c, &allowed));
+  }
+}

@@ -39,6 +39,10 @@ class thread_pool {
 
   static void set_pinning(bool on) noexcept;
   static bool pinning() noexcept;
+  // With pinning on, pins the calling thread to the CPU thread `index` of a pool runs on; a
+  // no-op without. For threads of one's own that should sit where the compute threads do (the
+  // bench's probes: threads started by a pinned caller inherit its single CPU).
+  static void pin_as(int index) noexcept;
 
   // fn(begin, end, thread_index) over disjoint ranges covering [0, n), possibly several calls
   // per thread (thread_index names the thread, for per-thread scratch). The calling thread
