@@ -162,20 +162,15 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
       pp.push_back(static_cast<double>(o.n_prompt) / seconds_since(t0));
     }
     if (o.n_gen > 0) {
-      // With several sequences, one sequence alone is timed in the same repetition, in
-      // alternating order, so that the scaling compares two runs of the same minute.
-      if (o.parallel > 1 && rep % 2 == 0) {
-        auto one = timed_decode(1);
-        if (!one) return std::move(one).err();
-        tg_single.push_back(*one);
-      }
-      auto all = timed_decode(o.parallel);
-      if (!all) return std::move(all).err();
-      tg.push_back(*all);
-      if (o.parallel > 1 && rep % 2 == 1) {
-        auto one = timed_decode(1);
-        if (!one) return std::move(one).err();
-        tg_single.push_back(*one);
+      // With several sequences, one sequence alone is timed in the same repetition, first in
+      // even repetitions and second in odd ones, so that the scaling compares two runs of the
+      // same minute.
+      const int runs = o.parallel > 1 ? 2 : 1;
+      for (int run = 0; run < runs; ++run) {
+        const bool alone = runs == 2 && (run == 0) == (rep % 2 == 0);
+        auto tps = timed_decode(alone ? 1 : o.parallel);
+        if (!tps) return std::move(tps).err();
+        (alone ? tg_single : tg).push_back(*tps);
       }
       if (o.parallel > 1) scalings.push_back(tg.back() / tg_single.back());
       if (o.probes) {

@@ -246,6 +246,25 @@ struct next_group_prefetch {
   }
 };
 
+// The R rows of a decode tile in the file's layout: o, o + 1, ..., or with Split R / 2 from o
+// beside R / 2 from o2 (two regions read in step, by_row_pair_streams); and the rows after
+// each region, fetched at the tile's pace (`steps` shares; `address(row)` is where a row starts).
+template <int R, bool Split>
+struct tile_rows {
+  static constexpr int run = Split ? R / 2 : R;  // rows in one region
+  std::int64_t at[R];
+  next_group_prefetch ahead, ahead2;
+  template <class Address>
+  tile_rows(std::int64_t o, std::int64_t o2, const Address& address, std::size_t row_bytes, std::int64_t steps)
+      : ahead(address(o + run), run * row_bytes, steps), ahead2(address(o2 + run), run * row_bytes, steps) {
+    for (int r = 0; r < R; ++r) at[r] = r < run ? o + r : o2 + r - run;
+  }
+  SPITE_AVX2 void step(std::int64_t share) const {
+    ahead.step(share);
+    if constexpr (Split) ahead2.step(share);
+  }
+};
+
 // Activation block scales as floats and the Q4_0 offset sums, once per batch.
 // quantize_act_q8_0 on one block, plus the block's quant sum: the same max, the same division
 // and multiplication, rounding to nearest even as nearbyint does in the default mode.

@@ -58,22 +58,15 @@ SPITE_AVX2 inline void decode_step(const Block* const* rows, std::int64_t b, con
 template <class Block, int R, int K, bool Split = false>
 SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y,
                           std::int64_t o2 = 0) {
-  constexpr int run = Split ? R / 2 : R;  // rows in a row of memory
-  std::int64_t row_of[R];
-  for (int r = 0; r < R; ++r) row_of[r] = r < run ? o + r : o2 + r - run;
+  const tile_rows<R, Split> at(o, o2, [&](std::int64_t r) { return w.row(r); }, w.row_bytes, nb);
   const Block* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w.row(row_of[r]));
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w.row(at.at[r]));
   __m256 acc[R][K];
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) acc[r][k] = _mm256_setzero_ps();
   }
-  const next_group_prefetch ahead(w.row(o + run), run * w.row_bytes, nb);
-  const next_group_prefetch ahead2(w.row(o2 + run), run * w.row_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (t0 == 0) {
-      ahead.step(b);
-      if constexpr (Split) ahead2.step(b);
-    }
+    if (t0 == 0) at.step(b);
     if constexpr (K == 1) {
       decode_step<Block, R>(rows, b, xb.qs(static_cast<std::size_t>(t0 * nb + b)), xb.d[static_cast<std::size_t>(t0 * nb + b)], acc);
       continue;
@@ -94,7 +87,7 @@ SPITE_AVX2 void q8_0_tile(const weight& w, std::int64_t o, const q8_0_batch& xb,
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + row_of[r]] = reduce8_vec(acc[r][k]);
+    for (int k = 0; k < K; ++k) y[(t0 + k) * w.out + at.at[r]] = reduce8_vec(acc[r][k]);
   }
 }
 

@@ -48,11 +48,10 @@ constexpr std::int64_t row_pad = 16;
 // only lanes 0-7 (0) or 8-15 (1), which leaves room in the registers for twice the tile: each
 // lane still sees its products in order. `ahead`: the next row group, one share per 16
 // elements.
-// `ahead2`: a second region's next rows likewise (decode reading two regions in step).
-template <class T, int R, int K, int Half = -1>
+// Ahead: next_group_prefetch, or tile_rows for decode's two regions (its step fetches both).
+template <class T, int R, int K, int Half = -1, class Ahead = next_group_prefetch>
 SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int64_t ldx, std::int64_t i0, std::int64_t i1,
-                                std::int64_t t0, float* state, const next_group_prefetch* ahead,
-                                const next_group_prefetch* ahead2 = nullptr) {
+                                std::int64_t t0, float* state, const std::type_identity_t<Ahead>* ahead) {
   constexpr int h0 = Half < 0 ? 0 : Half, halves = Half < 0 ? 2 : 1;
   __m256 acc[halves][R][K];
   for (int h = 0; h < halves; ++h) {
@@ -65,7 +64,6 @@ SPITE_AVX2 void gemm_tile_chunk(const T* const* rows, const float* xs, std::int6
   // FMAs, so a load per FMA would halve the rate).
   for (std::int64_t i = i0; i < i1; i += 16) {
     if (ahead != nullptr) ahead->step(i / 16);
-    if (ahead2 != nullptr) ahead2->step(i / 16);
     for (int h = 0; h < halves; ++h) {
       const std::int64_t at = i + 8 * (h0 + h);
       __m256 wv[R];
@@ -281,12 +279,11 @@ void matmul_float_impl(const weight& w, const float* x, std::int64_t n_tokens, f
     return by_row_pair_streams(
         w.out, n_tokens, pool,
         [&](std::int64_t o, std::int64_t o2, std::int64_t t) {
-          const T* rows[4] = {row_at(o), row_at(o + 1), row_at(o2), row_at(o2 + 1)};
+          const tile_rows<4, true> at(o, o2, [&](std::int64_t r) { return w.row(r); }, w.row_bytes, shares);
+          const T* rows[4] = {row_at(at.at[0]), row_at(at.at[1]), row_at(at.at[2]), row_at(at.at[3])};
           alignas(32) float state[4 * 16] = {};
-          const next_group_prefetch ahead(w.row(o + 2), 2 * w.row_bytes, shares), ahead2(w.row(o2 + 2), 2 * w.row_bytes, shares);
-          gemm_tile_chunk<T, 4, 1>(rows, xs, ldx, 0, n, t, state, t == 0 ? &ahead : nullptr, t == 0 ? &ahead2 : nullptr);
-          const std::int64_t at[4] = {o, o + 1, o2, o2 + 1};
-          for (int r = 0; r < 4; ++r) y[t * w.out + at[r]] = reduce16(state + r * 16);
+          gemm_tile_chunk<T, 4, 1, -1, tile_rows<4, true>>(rows, xs, ldx, 0, n, t, state, t == 0 ? &at : nullptr);
+          for (int r = 0; r < 4; ++r) y[t * w.out + at.at[r]] = reduce16(state + r * 16);
         },
         [&](std::int64_t o, std::int64_t t) {
           const T* rows[2] = {row_at(o), row_at(o + 1)};
@@ -337,22 +334,15 @@ template <int R, int K, bool Split = false>
 SPITE_AVX2 void bf16_tile(const weight& w, std::int64_t o, const std::uint16_t* xs, std::int64_t t0, float* y, bool first,
                           std::int64_t o2 = 0) {
   const std::int64_t n = w.in;
-  constexpr int run = Split ? R / 2 : R;  // rows in a row of memory
-  std::int64_t row_of[R];
-  for (int r = 0; r < R; ++r) row_of[r] = r < run ? o + r : o2 + r - run;
+  const tile_rows<R, Split> at(o, o2, [&](std::int64_t r) { return w.row(r); }, w.row_bytes, n / 32);
   const std::uint16_t* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const std::uint16_t*>(w.row(row_of[r]));
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const std::uint16_t*>(w.row(at.at[r]));
   __m256 lo[R][K], hi[R][K];
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) lo[r][k] = hi[r][k] = _mm256_setzero_ps();
   }
-  const next_group_prefetch ahead(w.row(o + run), run * w.row_bytes, n / 32);
-  const next_group_prefetch ahead2(w.row(o2 + run), run * w.row_bytes, n / 32);
   for (std::int64_t i = 0; i < n; i += 32) {
-    if (first) {
-      ahead.step(i / 32);
-      if constexpr (Split) ahead2.step(i / 32);
-    }
+    if (first) at.step(i / 32);
     for (int r = 0; r < R; ++r) {
       const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + i));
       const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + i + 16));
@@ -368,7 +358,7 @@ SPITE_AVX2 void bf16_tile(const weight& w, std::int64_t o, const std::uint16_t* 
       alignas(32) float lanes[16];
       _mm256_store_ps(lanes, lo[r][k]);
       _mm256_store_ps(lanes + 8, hi[r][k]);
-      y[(t0 + k) * w.out + row_of[r]] = reduce16(lanes);
+      y[(t0 + k) * w.out + at.at[r]] = reduce16(lanes);
     }
   }
 }

@@ -446,30 +446,24 @@ SPITE_AVX2 void q6_K_dot(const q6_K_row* const* rows, const gguf::block_q8_K* xq
 // block's quants serve all of them); every row and activation row keeps its own 8 lanes, as
 // in the reference.
 // With Split, rows o.. and o2.. (R / 2 of each, in the file's layout): two regions read in step,
-// which stream faster than one (by_group_pairs).
+// which stream faster than one (tile_rows, by_row_pair_streams).
 template <int R, int K, bool Split>
 SPITE_AVX2 inline void q6_K_fused_rows(const weight& w, std::int64_t o, std::int64_t o2, const gguf::block_q8_K* xq,
                                        std::int64_t nb, std::int64_t t0, std::int64_t out, float* y) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
   const q6_K_blocks blocks(w);
   const std::int64_t step = blocks.step();
-  constexpr int run = Split ? R / 2 : R;  // rows in a row of memory
-  std::int64_t row_of[R];
-  for (int r = 0; r < R; ++r) row_of[r] = r < run ? o + r : o2 + r - run;
+  const tile_rows<R, Split> at(
+      o, o2, [&](std::int64_t r) { return reinterpret_cast<const std::byte*>(blocks.first(r)); }, w.row_bytes, nb);
   const gguf::block_q6_K* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = blocks.first(row_of[r]);
+  for (int r = 0; r < R; ++r) rows[r] = blocks.first(at.at[r]);
   __m256 acc[R][K];
   for (auto& row : acc) {
     for (auto& a : row) a = _mm256_setzero_ps();
   }
-  const next_group_prefetch ahead(reinterpret_cast<const std::byte*>(blocks.first(o + run)), run * w.row_bytes, nb);
-  const next_group_prefetch ahead2(reinterpret_cast<const std::byte*>(blocks.first(o2 + run)), run * w.row_bytes, nb);
   const bool prefetch = t0 == 0 && !blocks.interleaved;  // as the AVX-512 tile (simd_x86_q6k_avx512.cpp)
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (prefetch) {
-      ahead.step(b);
-      if constexpr (Split) ahead2.step(b);
-    }
+    if (prefetch) at.step(b);
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const gguf::block_q6_K& blk = rows[r][b * step];
@@ -518,7 +512,7 @@ SPITE_AVX2 inline void q6_K_fused_rows(const weight& w, std::int64_t o, std::int
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) y[(t0 + k) * out + row_of[r]] = reduce8_vec(acc[r][k]);
+    for (int k = 0; k < K; ++k) y[(t0 + k) * out + at.at[r]] = reduce8_vec(acc[r][k]);
   }
 }
 
