@@ -81,16 +81,19 @@ SPITE_AVX2 inline __m256i bit_to(__m256i v, int from, int to) {
 // v[i] = column i of the 8 x 8 matrix of dwords whose row j was v[j].
 SPITE_AVX2 inline void transpose8_epi32(__m256i* v) {
   __m256i t[8], u[8];
+#pragma GCC unroll 4
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
     t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
   }
+#pragma GCC unroll 2
   for (int i = 0; i < 8; i += 4) {
     u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
     u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
     u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
     u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
   }
+#pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
     v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
     v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
@@ -205,8 +208,10 @@ SPITE_AVX2 inline float reduce8_vec(__m256 v) {
 // none, nothing is added: -0 stays -0).
 SPITE_AVX2 inline void store_lane_rows(const __m256* acc, const float* mins, float* y8) {
   __m256i rows[8];
+#pragma GCC unroll 8
   for (int lane = 0; lane < 8; ++lane) rows[lane] = _mm256_castps_si256(acc[lane]);
   transpose8_epi32(rows);  // rows[r]: row r's 8 lanes
+#pragma GCC unroll 8
   for (int r = 0; r < 8; ++r) {
     const float sum = reduce8_vec(_mm256_castsi256_ps(rows[r]));
     y8[r] = mins != nullptr ? sum + mins[r] : sum;

@@ -98,6 +98,7 @@ SPITE_AVX2 inline void store_rows(const group_acc& acc, float* y8) {
 }
 
 SPITE_AVX2 inline void clear(group_acc& acc) {
+#pragma GCC unroll 8
   for (auto& a : acc.lanes) a = _mm256_setzero_ps();
   acc.summs = _mm256_setzero_ps();
 }
