@@ -94,9 +94,9 @@ void thread_pool::pin_as(int index) noexcept {
   pin_to(cpus, index);
 }
 
-thread_pool::thread_pool(int n_threads) {
+thread_pool::thread_pool(int n_threads, bool pinned) {
   if (n_threads <= 0) n_threads = std::max(1u, std::thread::hardware_concurrency());
-  if (pinning_enabled) {
+  if (pinned && pinning_enabled) {
     std::lock_guard lock(process_cpus_mu);
     cpus_ = process_cpus;
   }

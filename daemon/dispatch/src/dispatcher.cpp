@@ -11,6 +11,7 @@
 
 #include "aligned_buffer.hpp"
 #include "cpu_kernels.hpp"
+#include "load_workers.hpp"
 #include "ref_quant.hpp"
 #include "spite/core/log.hpp"
 
@@ -58,7 +59,7 @@ std::size_t move_rows_to_huge_pages(weight& w) {
   const std::size_t bytes = w.row_bytes * static_cast<std::size_t>(w.out);
   if (bytes < huge || !transparent_huge_pages()) return 0;
   auto rows = cpu::make_aligned_bytes(bytes);
-  std::memcpy(rows.get(), w.data, bytes);
+  cpu::copy_on_load_threads(rows.get(), w.data, bytes);
   w.data = rows.get();
   w.packed_owner = std::move(rows);
   return bytes;
@@ -110,7 +111,7 @@ std::size_t place_packed_together(std::span<weight* const> parts) {
       auto* dst = const_cast<std::byte*>(buffer.get());
       for (std::size_t k = i; k < j; ++k) {
         weight& w = *parts[k];
-        std::memcpy(dst, w.packed, w.packed_size);
+        cpu::copy_on_load_threads(dst, w.packed, w.packed_size);
         w.packed = dst;
         w.packed_owner = buffer;  // the part's own buffer goes
         dst += w.packed_size;

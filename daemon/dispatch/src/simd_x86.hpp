@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "aligned_buffer.hpp"
+#include "load_workers.hpp"
 #include "simd_x86_split.hpp"
 #include "spite/core/half.hpp"
 
@@ -411,12 +412,14 @@ std::size_t pack_row_groups(weight& w, std::size_t packed_block, const Pack& pac
   const std::int64_t nb = w.in / static_cast<std::int64_t>(gguf::traits(w.type).block_size), groups = w.out / 8;
   const std::size_t bytes = static_cast<std::size_t>(groups * nb) * packed_block;
   auto buffer = make_aligned_bytes(bytes);  // zeroed
-  for (std::int64_t g = 0; g < groups; ++g) {
-    for (std::int64_t b = 0; b < nb; ++b) {
-      std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * packed_block;
-      for (int r = 0; r < 8; ++r) pack(dst, reinterpret_cast<const Block*>(w.row(8 * g + r))[b], r);
+  for_load_ranges(groups, [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t g = g0; g < g1; ++g) {
+      for (std::int64_t b = 0; b < nb; ++b) {
+        std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * packed_block;
+        for (int r = 0; r < 8; ++r) pack(dst, reinterpret_cast<const Block*>(w.row(8 * g + r))[b], r);
+      }
     }
-  }
+  });
   w.packed = buffer.get();
   w.packed_owner = std::move(buffer);
   w.packed_rows = 8;

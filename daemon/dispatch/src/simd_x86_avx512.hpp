@@ -135,14 +135,16 @@ std::size_t x16_pack(weight& w, std::size_t block_bytes, Fill fill, std::int64_t
   const std::int64_t nb = w.in / elements, groups = w.out / 16;
   const std::size_t bytes = static_cast<std::size_t>(groups * nb) * block_bytes;
   auto buffer = make_aligned_bytes(bytes);  // zeroed
-  for (std::int64_t g = 0; g < groups; ++g) {
-    for (int r = 0; r < 16; ++r) {
-      const auto* row = reinterpret_cast<const Block*>(w.row(16 * g + r));
-      for (std::int64_t b = 0; b < nb; ++b) {
-        fill(reinterpret_cast<std::uint8_t*>(buffer.get() + static_cast<std::size_t>(g * nb + b) * block_bytes), row[b], r);
+  for_load_ranges(groups, [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t g = g0; g < g1; ++g) {
+      for (int r = 0; r < 16; ++r) {
+        const auto* row = reinterpret_cast<const Block*>(w.row(16 * g + r));
+        for (std::int64_t b = 0; b < nb; ++b) {
+          fill(reinterpret_cast<std::uint8_t*>(buffer.get() + static_cast<std::size_t>(g * nb + b) * block_bytes), row[b], r);
+        }
       }
     }
-  }
+  });
   w.packed = buffer.get();
   w.packed_owner = std::move(buffer);
   w.packed_rows = 16;

@@ -153,29 +153,31 @@ std::size_t pack_q4_K_x16(weight& w) {
   const std::int64_t nb = w.in / qkk, groups = w.out / 16;
   const std::size_t bytes = static_cast<std::size_t>(groups * nb) * x16_block;
   auto buffer = make_aligned_bytes(bytes);  // zeroed
-  for (std::int64_t g = 0; g < groups; ++g) {
-    for (int r = 0; r < 16; ++r) {
-      const auto* row = reinterpret_cast<const gguf::block_q4_K*>(w.row(16 * g + r));
-      for (std::int64_t b = 0; b < nb; ++b) {
-        std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * x16_block;
-        const gguf::block_q4_K& blk = row[b];
-        std::memcpy(dst + 2 * r, &blk.d, 2);
-        std::memcpy(dst + x16_dmin + 2 * r, &blk.dmin, 2);
-        std::uint32_t sm[4];
-        scales_mins_k4(blk.scales, sm);
-        const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
-        auto* sc = reinterpret_cast<std::uint8_t*>(dst + x16_scales);
-        auto* mn = reinterpret_cast<std::uint8_t*>(dst + x16_mins);
-        for (int s = 0; s < 8; ++s) {
-          sc[16 * s + r] = s8[s];
-          mn[32 * (s / 2) + 2 * r + s % 2] = s8[8 + s];
-        }
-        for (int j = 0; j < 4; ++j) {
-          for (int c = 0; c < 8; ++c) std::memcpy(dst + x16_quants + 512 * j + 64 * c + 4 * r, blk.qs + 32 * j + 4 * c, 4);
+  for_load_ranges(groups, [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t g = g0; g < g1; ++g) {
+      for (int r = 0; r < 16; ++r) {
+        const auto* row = reinterpret_cast<const gguf::block_q4_K*>(w.row(16 * g + r));
+        for (std::int64_t b = 0; b < nb; ++b) {
+          std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * x16_block;
+          const gguf::block_q4_K& blk = row[b];
+          std::memcpy(dst + 2 * r, &blk.d, 2);
+          std::memcpy(dst + x16_dmin + 2 * r, &blk.dmin, 2);
+          std::uint32_t sm[4];
+          scales_mins_k4(blk.scales, sm);
+          const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
+          auto* sc = reinterpret_cast<std::uint8_t*>(dst + x16_scales);
+          auto* mn = reinterpret_cast<std::uint8_t*>(dst + x16_mins);
+          for (int s = 0; s < 8; ++s) {
+            sc[16 * s + r] = s8[s];
+            mn[32 * (s / 2) + 2 * r + s % 2] = s8[8 + s];
+          }
+          for (int j = 0; j < 4; ++j) {
+            for (int c = 0; c < 8; ++c) std::memcpy(dst + x16_quants + 512 * j + 64 * c + 4 * r, blk.qs + 32 * j + 4 * c, 4);
+          }
         }
       }
     }
-  }
+  });
   w.packed = buffer.get();
   w.packed_owner = std::move(buffer);
   w.packed_rows = 16;

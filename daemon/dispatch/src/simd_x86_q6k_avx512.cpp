@@ -173,11 +173,13 @@ std::size_t pack_q6_K(weight& w) {
   const std::size_t bytes = static_cast<std::size_t>(w.out) * w.row_bytes;
   auto buffer = make_aligned_bytes(bytes);
   constexpr std::size_t block = sizeof(gguf::block_q6_K);
-  for (std::int64_t o = 0; o < w.out; ++o) {
-    const std::byte* row = w.row(o);
-    std::byte* dst = buffer.get() + static_cast<std::size_t>(o / 4) * 4 * w.row_bytes + static_cast<std::size_t>(o % 4) * block;
-    for (std::int64_t b = 0; b < nb; ++b) std::memcpy(dst + static_cast<std::size_t>(4 * b) * block, row + static_cast<std::size_t>(b) * block, block);
-  }
+  for_load_ranges(w.out, [&](std::int64_t o0, std::int64_t o1) {
+    for (std::int64_t o = o0; o < o1; ++o) {
+      const std::byte* row = w.row(o);
+      std::byte* dst = buffer.get() + static_cast<std::size_t>(o / 4) * 4 * w.row_bytes + static_cast<std::size_t>(o % 4) * block;
+      for (std::int64_t b = 0; b < nb; ++b) std::memcpy(dst + static_cast<std::size_t>(4 * b) * block, row + static_cast<std::size_t>(b) * block, block);
+    }
+  });
   w.packed = buffer.get();
   w.packed_owner = std::move(buffer);
   w.packed_rows = 4;

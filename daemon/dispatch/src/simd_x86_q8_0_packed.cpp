@@ -158,18 +158,20 @@ std::size_t pack_q8_0(weight& w) {
   const std::int64_t nb = w.in / qk0, groups = w.out / 8;
   const std::size_t stride = group_stride(nb);
   auto buffer = make_aligned_bytes(static_cast<std::size_t>(groups) * stride);
-  for (std::int64_t g = 0; g < groups; ++g) {
-    std::byte* group = buffer.get() + static_cast<std::size_t>(g) * stride;
-    for (int r = 0; r < 8; ++r) {
-      const auto* row = reinterpret_cast<const gguf::block_q8_0*>(w.row(8 * g + r));
-      for (std::int64_t b = 0; b < nb; ++b) {
-        std::byte* span = group + static_cast<std::size_t>(b) / span_blocks * span_bytes;
-        auto* q = reinterpret_cast<std::uint8_t*>(span + quants_at(b) + 32 * static_cast<std::size_t>(r));
-        for (int j = 0; j < qk0; ++j) q[j] = static_cast<std::uint8_t>(static_cast<std::uint8_t>(row[b].qs[j]) ^ 0x80U);
-        std::memcpy(span + scales_at(b) + 2 * static_cast<std::size_t>(r), &row[b].d, 2);
+  for_load_ranges(groups, [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t g = g0; g < g1; ++g) {
+      std::byte* group = buffer.get() + static_cast<std::size_t>(g) * stride;
+      for (int r = 0; r < 8; ++r) {
+        const auto* row = reinterpret_cast<const gguf::block_q8_0*>(w.row(8 * g + r));
+        for (std::int64_t b = 0; b < nb; ++b) {
+          std::byte* span = group + static_cast<std::size_t>(b) / span_blocks * span_bytes;
+          auto* q = reinterpret_cast<std::uint8_t*>(span + quants_at(b) + 32 * static_cast<std::size_t>(r));
+          for (int j = 0; j < qk0; ++j) q[j] = static_cast<std::uint8_t>(static_cast<std::uint8_t>(row[b].qs[j]) ^ 0x80U);
+          std::memcpy(span + scales_at(b) + 2 * static_cast<std::size_t>(r), &row[b].d, 2);
+        }
       }
     }
-  }
+  });
   w.packed = buffer.get();
   w.packed_owner = std::move(buffer);
   w.packed_rows = 8;

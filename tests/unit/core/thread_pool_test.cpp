@@ -136,6 +136,32 @@ TEST_CASE("thread pool: with pinning each thread, the caller included, runs on o
   CHECK(worker_cpus == n_cpus);
 }
 
+TEST_CASE("thread pool: a pool made unpinned leaves its threads and its caller free while pinning is on") {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  const int n_cpus = CPU_COUNT(&allowed);
+  std::thread runner([&] {
+    spite::thread_pool::set_pinning(true);
+    spite::thread_pool pool(2, false);
+    spite::thread_pool::set_pinning(false);
+    std::mutex mu;
+    std::vector<int> mask_sizes;
+    for (int round = 0; round < 3; ++round) {
+      pool.parallel_for(2, [&](std::int64_t, std::int64_t, int) {
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        const int rc = pthread_getaffinity_np(pthread_self(), sizeof mine, &mine);
+        std::lock_guard lock(mu);
+        mask_sizes.push_back(rc == 0 ? CPU_COUNT(&mine) : -1);
+      });
+    }
+    REQUIRE_FALSE(mask_sizes.empty());
+    for (int size : mask_sizes) CHECK(size == n_cpus);
+  });
+  runner.join();
+}
+
 TEST_CASE("thread pool: pin_as puts a thread of one's own where a pool's thread of that index runs") {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);

@@ -30,7 +30,9 @@ namespace spite {
 
 class thread_pool {
  public:
-  explicit thread_pool(int n_threads);  // n_threads <= 0: one per hardware thread
+  // n_threads <= 0: one per hardware thread. With `pinned` false the pool ignores set_pinning
+  // (threads of load-time work, which should not tie their caller to one CPU).
+  explicit thread_pool(int n_threads, bool pinned = true);
   ~thread_pool();
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
