@@ -458,7 +458,9 @@ SPITE_AVX2 inline void q6_K_fused_rows(const weight& w, std::int64_t o, std::int
   const gguf::block_q6_K* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = blocks.first(at.at[r]);
   __m256 acc[R][K];
+#pragma GCC unroll 8
   for (auto& row : acc) {
+#pragma GCC unroll 8
     for (auto& a : row) a = _mm256_setzero_ps();
   }
   const bool prefetch = t0 == 0 && !blocks.interleaved;  // as the AVX-512 tile (simd_x86_q6k_avx512.cpp)
