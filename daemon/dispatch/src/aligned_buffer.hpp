@@ -34,6 +34,27 @@ struct cache_aligned_allocator {
 template <class T>
 using aligned_vector = std::vector<T, cache_aligned_allocator<T>>;
 
+// A region that make_aligned_bytes carves its buffers from, one right after the other, while it
+// is installed on the calling thread (dispatch::packing_together): the packed copies of matrices
+// the kernels run as one (a layer's q, k and v) then lie together from the start instead of
+// being copied together afterwards. A buffer that does not fit gets one of its own.
+struct carving_region {
+  std::shared_ptr<std::byte[]> region;
+  std::size_t used = 0, size = 0;
+};
+inline thread_local carving_region* current_carving = nullptr;
+
+// Once carving is done: the pages past what was handed out are given back. Under transparent
+// huge pages the last 2 MiB page touched would otherwise be backed in full (up to 2 MiB per
+// region). The range stays mapped (the region's owner unmaps it whole).
+inline void release_uncarved(const carving_region& c) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t from = (c.used + page - 1) / page * page;
+  if (c.size >= (std::size_t{2} << 20) && from < c.size) {
+    (void)::madvise(c.region.get() + from, c.size - from, MADV_DONTNEED);
+  }
+}
+
 // `n` zeroed bytes on a cache line, shared (the load-time packed copies of weights: their blocks
 // are laid out so that the quants sit on 32-byte boundaries when the buffer does). From
 // 2 MiB up they are a mapping of their own starting on a 2 MiB boundary, which the kernel may
@@ -41,6 +62,11 @@ using aligned_vector = std::vector<T, cache_aligned_allocator<T>>;
 // a packed matrix then costs a few hundred page faults at load instead of one per 4 KiB, and
 // decode, which streams it, far fewer TLB misses. Fresh anonymous pages are zero already.
 inline std::shared_ptr<std::byte[]> make_aligned_bytes(std::size_t n) {
+  if (carving_region* c = current_carving; c != nullptr && n <= c->size - c->used) {
+    std::byte* p = c->region.get() + c->used;  // never handed out before: still zero
+    c->used += n;
+    return {c->region, p};  // shares the region's ownership
+  }
   constexpr std::size_t huge = std::size_t{2} << 20;
   if (n >= huge) {
     const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));

@@ -99,12 +99,38 @@ bool packed_together(const weight& a, const weight& b) noexcept {
   return same_packed_layout(a, b) && a.packed + a.packed_size == b.packed;
 }
 
+struct packing_together::state {
+  cpu::carving_region region;
+  cpu::carving_region* outer = nullptr;
+};
+
+packing_together::packing_together(std::size_t bytes) {
+  if (!cpu_repack() || bytes < (std::size_t{2} << 20)) return;  // below: a region's memset would cost what copying saves
+  state_ = std::make_unique<state>();
+  state_->region.region = cpu::make_aligned_bytes(bytes);  // before it is installed: not carved from an outer one
+  state_->region.size = bytes;
+  state_->outer = cpu::current_carving;
+  cpu::current_carving = &state_->region;
+}
+
+packing_together::~packing_together() {
+  if (state_ == nullptr) return;
+  cpu::current_carving = state_->outer;
+  cpu::release_uncarved(state_->region);
+}
+
 std::size_t place_packed_together(std::span<weight* const> parts) {
   std::size_t placed = 0;
   for (std::size_t i = 0; i < parts.size();) {
     std::size_t j = i + 1;
-    while (j < parts.size() && same_packed_layout(*parts[j - 1], *parts[j])) ++j;
-    if (j - i >= 2) {
+    bool in_place = true;  // packed one after the other already (packing_together)
+    while (j < parts.size() && same_packed_layout(*parts[j - 1], *parts[j])) {
+      in_place = in_place && packed_together(*parts[j - 1], *parts[j]);
+      ++j;
+    }
+    if (j - i >= 2 && in_place) {
+      placed += j - i - 1;
+    } else if (j - i >= 2) {
       std::size_t total = 0;
       for (std::size_t k = i; k < j; ++k) total += parts[k]->packed_size;
       std::shared_ptr<const std::byte[]> buffer = cpu::make_aligned_bytes(total);

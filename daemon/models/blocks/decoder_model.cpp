@@ -63,8 +63,11 @@ ffn_layer bind_ffn(binder& b, const gguf::file& file, const hparams& hp, int il,
     if (o.fused_gate_up) {
       f.up = b.matrix(layer_tensor(il, "ffn_up"), E, 2 * F);
     } else {
-      f.gate = b.matrix(layer_tensor(il, "ffn_gate"), E, F);
-      f.up = b.matrix(layer_tensor(il, "ffn_up"), E, F);
+      {
+        const auto together = b.pack_together({layer_tensor(il, "ffn_gate"), layer_tensor(il, "ffn_up")});
+        f.gate = b.matrix(layer_tensor(il, "ffn_gate"), E, F);
+        f.up = b.matrix(layer_tensor(il, "ffn_up"), E, F);
+      }
       b.place_together({&f.gate, &f.up});
     }
     f.down = b.matrix(layer_tensor(il, "ffn_down"), F, E);
@@ -105,9 +108,12 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
       a.qkv = b.matrix(layer_tensor(il, "attn_qkv"), E, H * D + Hkv * D + Hkv * Dv);
     } else {
       a.q_gate = o.q_gate;
-      a.q = b.matrix(layer_tensor(il, "attn_q"), E, (o.q_gate ? 2 : 1) * H * D);
-      a.k = b.matrix(layer_tensor(il, "attn_k"), E, Hkv * D);
-      a.v = b.matrix(layer_tensor(il, "attn_v"), E, Hkv * Dv);
+      {
+        const auto together = b.pack_together({layer_tensor(il, "attn_q"), layer_tensor(il, "attn_k"), layer_tensor(il, "attn_v")});
+        a.q = b.matrix(layer_tensor(il, "attn_q"), E, (o.q_gate ? 2 : 1) * H * D);
+        a.k = b.matrix(layer_tensor(il, "attn_k"), E, Hkv * D);
+        a.v = b.matrix(layer_tensor(il, "attn_v"), E, Hkv * Dv);
+      }
       b.place_together({&a.q, &a.k, &a.v});
     }
     if (o.mla == nullptr) a.o = b.matrix(layer_tensor(il, "attn_output"), H * Dv, E);

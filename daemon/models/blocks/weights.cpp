@@ -64,6 +64,15 @@ void binder::place_together(std::initializer_list<linear*> parts) {
   dispatch::place_packed_together(std::span<dispatch::weight* const>(weights, count));
 }
 
+dispatch::packing_together binder::pack_together(std::initializer_list<std::string> names) const {
+  std::size_t bytes = 0;
+  for (const std::string& name : names) {
+    // Bounds, not sizes: some packed layouts are a few percent larger than the file's blocks.
+    if (const gguf::tensor_info* t = file_.find_tensor(name + ".weight")) bytes += t->size + t->size / 16 + (64u << 10);
+  }
+  return dispatch::packing_together(bytes);
+}
+
 result<void> binder::status() const {
   if (error_) return *error_;
   return ok();

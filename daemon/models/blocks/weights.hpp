@@ -50,6 +50,10 @@ class binder {
 
   // dispatch::place_packed_together for matrices that take the same activations.
   void place_together(std::initializer_list<linear*> parts);
+  // Keep alive while binding those matrices (before place_together): they are packed one right
+  // after the other from the start, not copied together after (dispatch::packing_together).
+  // `names` without ".weight"; absent ones count nothing.
+  dispatch::packing_together pack_together(std::initializer_list<std::string> names) const;
 
   result<void> status() const;
   // Bytes of weights repacked for the CPU kernels so far (dispatch::pack_for_cpu).

@@ -4,6 +4,8 @@
 // that are and are not multiples of 8, batches below, at and past the GEMM split of 4, several
 // super-blocks, outliers in the activations).
 #include <catch2/catch.hpp>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -411,6 +413,65 @@ TEST_CASE("matrices placed together run as one matrix and give each part's own p
     }
   }
   cpu::set_avx512(true);
+}
+
+TEST_CASE("matrices packed inside packing_together lie together from the start, and placing them copies nothing") {
+  if (!packed_layouts_here()) return;
+  std::mt19937 rng(9);
+  // A layer's q, k and v in Q4_0, 2048 wide: over the 2 MiB a carving region needs.
+  const std::int64_t in = 2048, outs[] = {2048, 256, 256};
+  std::vector<quantized_matrix> parts;
+  for (const std::int64_t out : outs) parts.push_back(random_matrix(tensor_type::q4_0, in, out, rng));
+  std::size_t bound = 0;
+  for (const auto& m : parts) bound += m.bytes.size() + m.bytes.size() / 16 + (64u << 10);
+  bound += std::size_t{4} << 20;  // so that the last 2 MiB page touched lies inside the region
+  std::vector<spite::dispatch::weight> packed;
+  {
+    const spite::dispatch::packing_together together(bound);
+    for (const auto& m : parts) {
+      packed.push_back(m.w);
+      cpu::pack_weight(packed.back());
+    }
+  }
+  REQUIRE(packed[0].packed != nullptr);
+  CHECK(spite::dispatch::packed_together(packed[0], packed[1]));
+  CHECK(spite::dispatch::packed_together(packed[1], packed[2]));
+  // The region's pages past the last part are given back: where transparent huge pages back the
+  // region, the last 2 MiB page touched would otherwise be resident in full.
+  {
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto used_end = reinterpret_cast<std::uintptr_t>(packed[2].packed + packed[2].packed_size);
+    const auto from = (used_end + page - 1) / page * page, to = reinterpret_cast<std::uintptr_t>(packed[0].packed) + bound / page * page;
+    REQUIRE(to > from);
+    std::vector<unsigned char> resident((to - from) / page);
+    REQUIRE(::mincore(reinterpret_cast<void*>(from), to - from, resident.data()) == 0);
+    CHECK(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return (r & 1) != 0; }) == 0);
+  }
+  const std::byte* at[] = {packed[0].packed, packed[1].packed, packed[2].packed};
+  std::vector<spite::dispatch::weight*> places;
+  for (auto& w : packed) places.push_back(&w);
+  REQUIRE(spite::dispatch::place_packed_together(places) == 2);
+  for (std::size_t i = 0; i < packed.size(); ++i) CHECK(packed[i].packed == at[i]);
+  // Once the scope has ended, a matrix packed gets a buffer of its own.
+  spite::dispatch::weight later = parts[1].w;
+  cpu::pack_weight(later);
+  CHECK_FALSE(spite::dispatch::packed_together(packed[2], later));
+  spite::thread_pool pool(2);
+  const std::vector<const spite::dispatch::weight*> run{&packed[0], &packed[1], &packed[2]};
+  for (const std::int64_t n_tokens : {1, 5}) {
+    INFO("tokens " << n_tokens);
+    const std::vector<float> x = random_activations(in, n_tokens, rng);
+    std::vector<std::vector<float>> want, got;
+    std::vector<float*> ys;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      want.emplace_back(static_cast<std::size_t>(outs[i] * n_tokens));
+      got.emplace_back(want.back().size(), -1.0f);
+      cpu::matmul(parts[i].w, x.data(), n_tokens, want.back().data(), pool);  // the file's layout
+    }
+    for (auto& g : got) ys.push_back(g.data());
+    cpu::matmul_parts(run, x.data(), n_tokens, ys.data(), pool);
+    for (std::size_t i = 0; i < parts.size(); ++i) CHECK(differing_floats(want[i], got[i]) == 0);
+  }
 }
 
 TEST_CASE("16-row Q4_K parts placed together run one by one from the file's layout once the AVX-512 kernels stand aside") {

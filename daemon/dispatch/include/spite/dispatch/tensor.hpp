@@ -49,6 +49,23 @@ weight weight_of(const gguf::tensor_info& t, std::int64_t expert = 0);
 std::size_t pack_for_cpu(weight& w, bool release_source = true);
 void set_cpu_repack(bool on) noexcept;
 
+// While alive, the matrices this thread packs (pack_for_cpu) are laid out one right after the
+// other in one buffer of up to `bytes` (their packed sizes or more), as place_packed_together
+// would leave them, so that it finds them in place instead of copying them: a layer's q, k, v
+// or gate, up, bound one after the other. What does not fit gets a buffer of its own; bytes
+// left over are never touched. Nothing is set up below 2 MiB or with repacking off.
+class packing_together {
+ public:
+  explicit packing_together(std::size_t bytes);
+  ~packing_together();
+  packing_together(const packing_together&) = delete;
+  packing_together& operator=(const packing_together&) = delete;
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
 // Matrices multiplied by the same activations (a layer's q, k and v projections; its gate and
 // up projections): runs of consecutive parts whose packed layouts match (type, row length, rows
 // per group, whole groups) move into one buffer, each part's layout right after the one before,
