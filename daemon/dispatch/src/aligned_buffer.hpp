@@ -62,10 +62,15 @@ inline void release_uncarved(const carving_region& c) {
 // a packed matrix then costs a few hundred page faults at load instead of one per 4 KiB, and
 // decode, which streams it, far fewer TLB misses. Fresh anonymous pages are zero already.
 inline std::shared_ptr<std::byte[]> make_aligned_bytes(std::size_t n) {
-  if (carving_region* c = current_carving; c != nullptr && n <= c->size - c->used) {
-    std::byte* p = c->region.get() + c->used;  // never handed out before: still zero
-    c->used += n;
-    return {c->region, p};  // shares the region's ownership
+  if (carving_region* c = current_carving; c != nullptr) {
+    // On a cache line as any other buffer (the AVX-512 tiles load packed blocks aligned): parts
+    // whose sizes are whole lines, as the packed layouts' usually are, still lie back to back.
+    const std::size_t at = (c->used + cache_line - 1) / cache_line * cache_line;
+    if (at <= c->size && n <= c->size - at) {
+      std::byte* p = c->region.get() + at;  // never handed out before: still zero
+      c->used = at + n;
+      return {c->region, p};  // shares the region's ownership
+    }
   }
   constexpr std::size_t huge = std::size_t{2} << 20;
   if (n >= huge) {

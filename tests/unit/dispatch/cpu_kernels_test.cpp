@@ -415,6 +415,19 @@ TEST_CASE("matrices placed together run as one matrix and give each part's own p
   cpu::set_avx512(true);
 }
 
+TEST_CASE("buffers carved inside packing_together start on a cache line, after a buffer of any size") {
+  spite::dispatch::set_cpu_repack(true);
+  const spite::dispatch::packing_together together(std::size_t{4} << 20);
+  const auto a = cpu::make_aligned_bytes(100), b = cpu::make_aligned_bytes(1000), c = cpu::make_aligned_bytes(64);
+  for (const auto* p : {a.get(), b.get(), c.get()}) CHECK(reinterpret_cast<std::uintptr_t>(p) % cpu::cache_line == 0);
+  CHECK(b.get() == a.get() + 128);   // carved from the one region: the next line after 100 bytes
+  CHECK(c.get() == b.get() + 1024);  // and after 1000
+  for (std::size_t i = 0; i < 1000; ++i) REQUIRE(b[i] == std::byte{0});
+  // Too large for what is left: a buffer of its own.
+  const auto big = cpu::make_aligned_bytes(std::size_t{5} << 20);
+  CHECK((big.get() < a.get() || big.get() >= a.get() + (std::size_t{4} << 20)));
+}
+
 TEST_CASE("matrices packed inside packing_together lie together from the start, and placing them copies nothing") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(9);
