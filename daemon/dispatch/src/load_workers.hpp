@@ -11,8 +11,8 @@
 
 namespace spite::dispatch::cpu {
 
-// fn(begin, end) over disjoint ranges covering [0, n), on the load threads (one per hardware
-// thread, not pinned, made on first use) when no other load is using them; else, as for small
+// fn(begin, end) over disjoint ranges covering [0, n), on the load threads (one per CPU the
+// process may use, not pinned, made on first use) when no other load is using them; else, as for small
 // n, on the calling thread alone. fn must not throw.
 void for_load_ranges(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn);
 
