@@ -84,7 +84,7 @@ using detail::sum_avx2;
 using clock_type = std::chrono::steady_clock;
 
 int resolve_threads(int threads) {
-  return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return threads > 0 ? threads : thread_pool::default_threads();  // as the model's pool
 }
 
 std::uint64_t sum_generic(const std::uint64_t* p, std::size_t n) {

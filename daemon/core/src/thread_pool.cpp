@@ -94,8 +94,13 @@ void thread_pool::pin_as(int index) noexcept {
   pin_to(cpus, index);
 }
 
+int thread_pool::default_threads() noexcept {
+  const std::size_t usable = allowed_cpus().size();
+  return usable > 0 ? static_cast<int>(usable) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 thread_pool::thread_pool(int n_threads, bool pinned) {
-  if (n_threads <= 0) n_threads = std::max(1u, std::thread::hardware_concurrency());
+  if (n_threads <= 0) n_threads = default_threads();
   if (pinned && pinning_enabled) {
     std::lock_guard lock(process_cpus_mu);
     cpus_ = process_cpus;

@@ -1,11 +1,8 @@
 #include "load_workers.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstring>
 #include <mutex>
-#include <thread>
 
 #include "spite/core/thread_pool.hpp"
 
@@ -17,18 +14,9 @@ namespace {
 // a second, concurrent one runs on its own thread.
 std::mutex load_threads_busy;
 
-// The CPUs this process may run on (a container's or a unit's CPU set), not every CPU of the
-// machine: more threads than that would only take turns.
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 thread_pool& load_threads() {
   // Not pinned: pinning would also tie the loading thread (thread 0) to one CPU for good.
-  static thread_pool pool(usable_cpus(), false);
+  static thread_pool pool(thread_pool::default_threads(), false);
   return pool;
 }
 

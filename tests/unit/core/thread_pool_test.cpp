@@ -136,6 +136,28 @@ TEST_CASE("thread pool: with pinning each thread, the caller included, runs on o
   CHECK(worker_cpus == n_cpus);
 }
 
+TEST_CASE("thread pool: by default one thread per CPU the process may use, not per CPU of the machine") {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  CHECK(spite::thread_pool::default_threads() == CPU_COUNT(&allowed));
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; ++c) {
+    if (CPU_ISSET(c, &allowed)) first = c;
+  }
+  // A thread of its own restricted to one CPU, as a container's CPU set would.
+  std::thread runner([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0);
+    CHECK(spite::thread_pool::default_threads() == 1);
+    spite::thread_pool pool(0);
+    CHECK(pool.size() == 1);
+  });
+  runner.join();
+}
+
 TEST_CASE("thread pool: a pool made unpinned leaves its threads and its caller free while pinning is on") {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);

@@ -30,9 +30,12 @@ namespace spite {
 
 class thread_pool {
  public:
-  // n_threads <= 0: one per hardware thread. With `pinned` false the pool ignores set_pinning
+  // n_threads <= 0: default_threads(). With `pinned` false the pool ignores set_pinning
   // (threads of load-time work, which should not tie their caller to one CPU).
   explicit thread_pool(int n_threads, bool pinned = true);
+  // One per CPU this process may run on (its affinity: a container's or a unit's CPU set), not
+  // per CPU of the machine, where more threads would only take turns.
+  static int default_threads() noexcept;
   ~thread_pool();
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
