@@ -227,6 +227,68 @@ SPITE_AVX2 void accumulate_block(float* out, const std::uint16_t* values, std::i
   for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + 8 * w, acc[w]);
 }
 
+// The denominator in the same order as the scalar definition, its fused multiply-adds inline
+// (the scalar definition's std::fma is a library call in a file built without FMA).
+SPITE_AVX2 inline float denominator(float sum, const float* weight, const float* rescale, std::int64_t n) {
+  __m128 s = _mm_set_ss(sum);
+  for (std::int64_t i = 0; i < n; ++i) s = _mm_fmadd_ss(s, _mm_set_ss(rescale[i]), _mm_set_ss(weight[i]));
+  return _mm_cvtss_f32(s);
+}
+
+// H heads x 32 dimensions in 4H registers over all the keys. One head's 8 chains of fma and
+// f16 rounding leave the core waiting on their latency; 3 heads make 12 chains, and each value
+// vector is widened once for all of them. A rescale multiplies every head when any has one:
+// the others multiply by 1, which leaves an f16 value unchanged.
+template <int H>
+SPITE_AVX2 void accumulate_heads_block(float* out, std::int64_t out_stride, const std::uint16_t* values, std::int64_t stride,
+                                       const std::int32_t* keys, const float* weight, const float* rescale,
+                                       std::int64_t w_stride, std::int64_t n) {
+  constexpr int W = 4;
+  __m256 acc[H][W];
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+#pragma GCC unroll 4
+    for (int w = 0; w < W; ++w) acc[h][w] = _mm256_loadu_ps(out + h * out_stride + 8 * w);
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    bool rescaled = false;
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) rescaled |= rescale[h * w_stride + i] != 1.0f;
+    if (rescaled) {
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        const __m256 s = _mm256_set1_ps(rescale[h * w_stride + i]);
+#pragma GCC unroll 4
+        for (int w = 0; w < W; ++w) acc[h][w] = round8(_mm256_mul_ps(acc[h][w], s));
+      }
+    }
+    const std::uint16_t* v = values + keys[i] * stride;
+#pragma GCC unroll 4
+    for (int w = 0; w < W; ++w) {
+      const __m256 x = widen8(v + 8 * w);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        acc[h][w] = round8(_mm256_fmadd_ps(x, _mm256_broadcast_ss(weight + h * w_stride + i), acc[h][w]));
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+#pragma GCC unroll 4
+    for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + h * out_stride + 8 * w, acc[h][w]);
+  }
+}
+
+template <int H>
+SPITE_AVX2 void accumulate_heads(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                 const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
+                                 std::int64_t dv, float* sums) {
+  for (std::int64_t d = 0; d < dv; d += 32) {
+    accumulate_heads_block<H>(out + d, dv, values + d, stride, keys, weight, rescale, w_stride, n);
+  }
+  for (int h = 0; h < H; ++h) sums[h] = denominator(sums[h], weight + h * w_stride, rescale + h * w_stride, n);
+}
+
 SPITE_AVX2 float accumulate_f16(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                                 const float* weight, const float* rescale, std::int64_t n, std::int64_t dv, float sum) {
   std::int64_t d = 0;
@@ -234,11 +296,7 @@ SPITE_AVX2 float accumulate_f16(float* out, const std::uint16_t* values, std::in
   for (; d + 64 <= dv; d += 64) accumulate_block<8>(out + d, values + d, stride, keys, weight, rescale, n);
   for (; d + 8 <= dv; d += 8) accumulate_block<1>(out + d, values + d, stride, keys, weight, rescale, n);
   if (d < dv) return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, d, dv, sum);
-  // The denominator in the same order, its fused multiply-adds inline (the scalar definition's
-  // std::fma is a library call in a file built without FMA).
-  __m128 s = _mm_set_ss(sum);
-  for (std::int64_t i = 0; i < n; ++i) s = _mm_fmadd_ss(s, _mm_set_ss(rescale[i]), _mm_set_ss(weight[i]));
-  return _mm_cvtss_f32(s);
+  return denominator(sum, weight, rescale, n);
 }
 
 SPITE_AVX2 void accumulate_f16_heads(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
@@ -248,7 +306,23 @@ SPITE_AVX2 void accumulate_f16_heads(float* out, const std::uint16_t* values, st
     x86::accumulate_f16_heads64_avx512(out, values, stride, keys, weight, rescale, w_stride, n, sums, heads);
     return;
   }
-  for (std::int64_t h = 0; h < heads; ++h) {
+  std::int64_t h = 0;
+  if (dv % 32 == 0 && !has_avx512_kernels()) {
+    // Groups of 3 heads, and of 2 where 3 would leave one alone (4 heads: 2 + 2).
+    while (heads - h >= 2) {
+      const bool pair = heads - h == 2 || heads - h == 4;
+      float* o = out + h * dv;
+      const float* w = weight + h * w_stride;
+      const float* r = rescale + h * w_stride;
+      if (pair) {
+        accumulate_heads<2>(o, values, stride, keys, w, r, w_stride, n, dv, sums + h);
+      } else {
+        accumulate_heads<3>(o, values, stride, keys, w, r, w_stride, n, dv, sums + h);
+      }
+      h += pair ? 2 : 3;
+    }
+  }
+  for (; h < heads; ++h) {
     sums[h] = accumulate_f16(out + h * dv, values, stride, keys, weight + h * w_stride, rescale + h * w_stride, n, dv, sums[h]);
   }
 }

@@ -253,13 +253,15 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     for (std::size_t d = 0; d < out.size(); ++d) CHECK(same_bits(resumed[d], want[d]));
   }
   // Several heads of a group over the same keys at once: each head's accumulator and sum as
-  // accumulate_f16 leaves them for it alone (7 heads: the 4-, 2- and 1-head paths).
+  // accumulate_f16 leaves them for it alone. AVX-512: 7 heads take the 4-, 2- and 1-head paths;
+  // AVX2 (heads of whole 32-dimension blocks): 7 = 3 + 2 + 2, 8 = 3 + 3 + 2, 5 = 3 + 2, 1 alone.
   if (simd->accumulate_f16_heads != nullptr) {
     for (const bool avx512 : {true, false})
-    for (const std::int64_t dv : {64, 72}) {
+    for (const std::int64_t dv : {64, 72, 128, 96})
+    for (const std::int64_t heads : {7, 8, 5, 1}) {
       spite::dispatch::cpu::set_avx512(avx512);
-      INFO("AVX-512 " << (avx512 ? "allowed" : "off") << ", dv " << dv);
-      const std::int64_t n_keys = 100, stride = 4 * dv + 3, heads = 7;
+      INFO("AVX-512 " << (avx512 ? "allowed" : "off") << ", dv " << dv << ", heads " << heads);
+      const std::int64_t n_keys = 100, stride = 4 * dv + 3;
       std::vector<std::uint16_t> values(static_cast<std::size_t>(120 * stride));
       for (auto& x : values) x = fp32_to_fp16(normal(rng));
       std::vector<std::int32_t> keys;
