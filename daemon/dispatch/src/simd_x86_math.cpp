@@ -238,15 +238,18 @@ SPITE_AVX2 inline float denominator(float sum, const float* weight, const float*
 // H heads x 32 dimensions in 4H registers over all the keys. One head's 8 chains of fma and
 // f16 rounding leave the core waiting on their latency; 3 heads make 12 chains, and each value
 // vector is widened once for all of them. A rescale multiplies every head when any has one:
-// the others multiply by 1, which leaves an f16 value unchanged.
+// the others multiply by 1, which leaves an f16 value unchanged. With sums, the heads'
+// denominators too: their scalar chains run beside the vector ones instead of after them.
 template <int H>
 SPITE_AVX2 void accumulate_heads_block(float* out, std::int64_t out_stride, const std::uint16_t* values, std::int64_t stride,
                                        const std::int32_t* keys, const float* weight, const float* rescale,
-                                       std::int64_t w_stride, std::int64_t n) {
+                                       std::int64_t w_stride, std::int64_t n, float* sums) {
   constexpr int W = 4;
   __m256 acc[H][W];
+  __m128 sum[H];
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
+    sum[h] = _mm_set_ss(sums != nullptr ? sums[h] : 0.0f);
 #pragma GCC unroll 4
     for (int w = 0; w < W; ++w) acc[h][w] = _mm256_loadu_ps(out + h * out_stride + 8 * w);
   }
@@ -262,6 +265,12 @@ SPITE_AVX2 void accumulate_heads_block(float* out, std::int64_t out_stride, cons
         for (int w = 0; w < W; ++w) acc[h][w] = round8(_mm256_mul_ps(acc[h][w], s));
       }
     }
+    if (sums != nullptr) {
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        sum[h] = _mm_fmadd_ss(sum[h], _mm_set_ss(rescale[h * w_stride + i]), _mm_set_ss(weight[h * w_stride + i]));
+      }
+    }
     const std::uint16_t* v = values + keys[i] * stride;
 #pragma GCC unroll 4
     for (int w = 0; w < W; ++w) {
@@ -274,19 +283,20 @@ SPITE_AVX2 void accumulate_heads_block(float* out, std::int64_t out_stride, cons
   }
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
+    if (sums != nullptr) sums[h] = _mm_cvtss_f32(sum[h]);
 #pragma GCC unroll 4
     for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + h * out_stride + 8 * w, acc[h][w]);
   }
 }
 
+// The heads' denominators are taken with their first 32 dimensions.
 template <int H>
 SPITE_AVX2 void accumulate_heads(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                                  const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
                                  std::int64_t dv, float* sums) {
   for (std::int64_t d = 0; d < dv; d += 32) {
-    accumulate_heads_block<H>(out + d, dv, values + d, stride, keys, weight, rescale, w_stride, n);
+    accumulate_heads_block<H>(out + d, dv, values + d, stride, keys, weight, rescale, w_stride, n, d == 0 ? sums : nullptr);
   }
-  for (int h = 0; h < H; ++h) sums[h] = denominator(sums[h], weight + h * w_stride, rescale + h * w_stride, n);
 }
 
 SPITE_AVX2 float accumulate_f16(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
