@@ -7,6 +7,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -153,6 +154,42 @@ SPITE_AVX2 void dot_f16_rows(const std::uint16_t* rows, std::int64_t stride, con
   for (; i < count; ++i) out[i] = x86::vec_dot_f16(rows + keys[i] * stride, b, n);
 }
 
+// Up to 16 heads' scores of four keys at a time (64-element heads): each key row widened once for
+// all the heads (one widening per element instead of one per element and head: the widening,
+// not the fma, limits a single head's dot products), every head's sums as fold64 and finish4
+// make them. Returns the keys done, a multiple of 4.
+SPITE_AVX2 std::int64_t dot_f16_rows_heads64(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys,
+                                             std::int64_t count, const float* b, float* out, std::int64_t out_stride,
+                                             std::int64_t heads) {
+  constexpr std::int64_t max_heads = 16;
+  __m256 folded[max_heads][4];
+  const std::int64_t done = count / 4 * 4;
+  for (std::int64_t h0 = 0; h0 < heads; h0 += max_heads) {
+    const std::int64_t hn = std::min(max_heads, heads - h0);
+    for (std::int64_t i = 0; i < done; i += 4) {
+      for (int k = 0; k < 4; ++k) {
+        const std::uint16_t* a = rows + keys[i + k] * stride;
+        __m256 x[8];
+#pragma GCC unroll 8
+        for (int e = 0; e < 8; ++e) x[e] = widen8(a + 8 * e);
+        for (std::int64_t h = 0; h < hn; ++h) {
+          const float* q = b + (h0 + h) * 64;
+          __m256 p[8];
+#pragma GCC unroll 8
+          for (int e = 0; e < 8; ++e) p[e] = _mm256_fmadd_ps(x[e], _mm256_loadu_ps(q + 8 * e), _mm256_setzero_ps());
+          const __m256 half0 = _mm256_add_ps(_mm256_add_ps(p[0], p[4]), _mm256_add_ps(p[2], p[6]));
+          const __m256 half1 = _mm256_add_ps(_mm256_add_ps(p[1], p[5]), _mm256_add_ps(p[3], p[7]));
+          folded[h][k] = _mm256_add_ps(half0, half1);
+        }
+      }
+      for (std::int64_t h = 0; h < hn; ++h) {
+        _mm_storeu_ps(out + (h0 + h) * out_stride + i, finish4(folded[h][0], folded[h][1], folded[h][2], folded[h][3]));
+      }
+    }
+  }
+  return done;
+}
+
 SPITE_AVX2 void dot_f16_rows_heads(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
                                    const float* b, std::int64_t n, float* out, std::int64_t out_stride, std::int64_t heads) {
   std::int64_t h = 0;
@@ -161,6 +198,9 @@ SPITE_AVX2 void dot_f16_rows_heads(const std::uint16_t* rows, std::int64_t strid
     for (const std::int64_t h4 = heads / 4 * 4; h < h4; ++h) {
       dot_f16_rows(rows, stride, keys + done, count - done, b + h * n, n, out + h * out_stride + done);
     }
+  } else if (n == 64 && heads > 1) {
+    const std::int64_t done = dot_f16_rows_heads64(rows, stride, keys, count, b, out, out_stride, heads);
+    for (; h < heads; ++h) dot_f16_rows(rows, stride, keys + done, count - done, b + h * n, n, out + h * out_stride + done);
   }
   for (; h < heads; ++h) dot_f16_rows(rows, stride, keys, count, b + h * n, n, out + h * out_stride);
 }

@@ -294,13 +294,15 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     }
   }
   // Several heads' scores over the same keys at once: each as dot_f16_rows gives it for that
-  // head alone (9 heads and 13 keys: whole groups of 4 and what is left of both).
+  // head alone (13 keys: whole groups of 4 and what is left; 9 heads: AVX-512's groups of 4 heads
+  // and what is left; 20: AVX2's runs of 16 heads and what is left).
   if (simd->dot_f16_rows_heads != nullptr) {
     for (const bool avx512 : {true, false})
-    for (const std::int64_t n : {64, 72}) {
+    for (const std::int64_t n : {64, 72})
+    for (const std::int64_t heads : {9, 20, 1}) {
       spite::dispatch::cpu::set_avx512(avx512);
-      INFO("AVX-512 " << (avx512 ? "allowed" : "off") << ", n " << n);
-      const std::int64_t stride = 3 * n + 5, heads = 9, count = 13;
+      INFO("AVX-512 " << (avx512 ? "allowed" : "off") << ", n " << n << ", heads " << heads);
+      const std::int64_t stride = 3 * n + 5, count = 13;
       std::vector<std::uint16_t> rows(static_cast<std::size_t>(40 * stride));
       for (auto& x : rows) x = fp32_to_fp16(normal(rng) * (normal(rng) > 2.0f ? 300.0f : 1.0f));
       std::vector<std::int32_t> keys;
