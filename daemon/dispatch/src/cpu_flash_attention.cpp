@@ -164,39 +164,37 @@ void attend_group(const attention_args& a, const shape& sh, const simd_math* sim
     if (together) {
       simd->dot_f16_rows_heads(a.k + hk * sh.dk, sh.k_stride, w.keys.data() + i0, static_cast<std::int64_t>(i1 - i0), w.q.data(),
                                sh.dk, w.weight.data() + i0, static_cast<std::int64_t>(n), static_cast<std::int64_t>(heads));
-    }
-    for (std::size_t h = 0; h < heads; ++h) {
-      float* score = w.weight.data() + h * n;
-      if (!together) {
+    } else {
+      for (std::size_t h = 0; h < heads; ++h) {
         dot_f16_rows(simd, a.k + hk * sh.dk, sh.k_stride, w.keys.data() + i0, static_cast<std::int64_t>(i1 - i0),
-                     w.q.data() + h * dk, sh.dk, score + i0);
-      }
-      for (std::size_t i = i0; i < i1; ++i) {
-        float s = score[i] * sh.scale;
-        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);
-        score[i] = s;
+                     w.q.data() + h * dk, sh.dk, w.weight.data() + h * n + i0);
       }
     }
   }
-  // A new maximum rescales what came before by exp(old - new) and weighs its key 1; any other
-  // key weighs exp(s - max). The exponentials are the C library's, computed in one pass.
+  // The scores scaled (and soft-capped); a new maximum rescales what came before by
+  // exp(old - new) and weighs its key 1; any other key weighs exp(s - max). One pass over the
+  // keys makes the scores, the rescales (rare: the C library's expf, one key at a time) and the
+  // weights' arguments, whose exponentials follow in one vector pass.
   w.m.assign(heads, neg_inf);
   w.sum.assign(heads, 0.0f);
   for (std::size_t h = 0; h < heads; ++h) {
-    float* weight = w.weight.data() + h * n;  // the scores, until they become weights here
+    float* weight = w.weight.data() + h * n;  // the raw scores, until they become weights here
     float* rescale = w.rescale.data() + h * n;
     float m = neg_inf;
     for (std::size_t i = 0; i < n; ++i) {
-      const float s = weight[i];
-      rescale[i] = s > m ? m - s : 1.0f;  // 1.0f: no new maximum (an argument is never positive)
-      weight[i] = s > m ? 0.0f : s - m;
-      m = std::max(m, s);
+      float s = weight[i] * sh.scale;
+      if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);
+      if (s > m) {
+        rescale[i] = std::exp(m - s);  // exp(-inf) = 0 for the first key
+        weight[i] = 0.0f;
+        m = s;
+      } else {
+        rescale[i] = 1.0f;
+        weight[i] = s - m;
+      }
     }
     w.m[h] = m;
     exp_nonpositive(simd, weight, weight, static_cast<std::int64_t>(n));
-    for (std::size_t i = 0; i < n; ++i) {
-      if (rescale[i] != 1.0f) rescale[i] = std::exp(rescale[i]);
-    }
     std::fill_n(a.out + (t * a.n_head + h0 + static_cast<std::int64_t>(h)) * sh.dv, sh.dv, 0.0f);
   }
   for (std::size_t i0 = 0; i0 < n; i0 += key_block) {
