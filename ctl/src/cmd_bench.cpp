@@ -1,9 +1,11 @@
 // spitectl bench: prefill and decode speed of a model with the machine's measured bandwidth and
 // peak FLOP/s, in this process (a GGUF file) or in spited (a loaded model's name); or the speed
-// of one matmul kernel on a random matrix of a given type and shape.
+// of one matmul kernel on a random matrix of a given type and shape, or of the attention kernel
+// over a KV cache of a given shape and depth.
 //
 //   spitectl bench --model M [-p 512] [-n 128] [-t THREADS] [-r REPS] [--parallel B] [--no-flash-attn] [--json]
 //   spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--cold] [--json]
+//   spitectl bench --attention HEADS:KV_HEADS:DIM [-d DEPTH] [--tokens N] [-t THREADS] [-r REPS] [--no-flash-attn] [--json]
 //   spitectl bench --ceilings [--json]
 #include <algorithm>
 #include <chrono>
@@ -146,6 +148,23 @@ void parse_run_options(const args& a, int default_reps, bool& ok, Options& o) {
   thread_pool::set_pinning(a.has("--pin"));
 }
 
+// A kernel benchmark's report as JSON or text; its refusal of the options as a usage error.
+template <class Report>
+int emit_kernel_report(const args& a, const result<Report>& r, void (*print)(const json&)) {
+  if (!r) {
+    std::fprintf(stderr, "spitectl bench: %s\n", r.err().message.c_str());
+    return exit_usage;
+  }
+  json report = r->to_json();
+  report["where"] = "in-process";
+  if (a.has("--json")) {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    print(report);
+  }
+  return exit_ok;
+}
+
 int run_matmul_bench(const args& a) {
   bool ok = true;
   bench::matmul_options o;
@@ -158,19 +177,63 @@ int run_matmul_bench(const args& a) {
   o.cold = a.has("--cold");
   parse_run_options(a, 10, ok, o);
   if (!ok) return exit_usage;
-  auto r = bench::run_matmul_bench(o);
-  if (!r) {
-    std::fprintf(stderr, "spitectl bench: %s\n", r.err().message.c_str());
+  return emit_kernel_report(a, bench::run_matmul_bench(o), print_matmul_report);
+}
+
+void print_attention_report(const json& r) {
+  const json& ms = r["ms"];
+  std::printf("attention  : %lld heads over %lld kv heads of %lld, %s; %lld quer%s at depth %lld (%s of keys and values)\n",
+              static_cast<long long>(r.value("n_head", 0LL)), static_cast<long long>(r.value("n_head_kv", 0LL)),
+              static_cast<long long>(r.value("head_dim", 0LL)), r.value("flash_attn", false) ? "flash" : "without flash attention",
+              static_cast<long long>(r.value("tokens", 0LL)), r.value("tokens", 0LL) == 1 ? "y" : "ies",
+              static_cast<long long>(r.value("depth", 0LL)), human_bytes(r.value("kv_bytes", 0ULL)).c_str());
+  std::printf("threads    : %d, repetitions %d\n", r.value("threads", 0), r.value("reps", 0));
+  std::printf("time       : %.3f ms median (min %.3f, max %.3f), %.2f ns per query head and key it sees\n",
+              ms.value("median", 0.0), ms.value("min", 0.0), ms.value("max", 0.0), r.value("ns_per_head_key", 0.0));
+  std::printf("kv cache   : %.2f GB/s", r.value("kv_gb_per_s", 0.0));
+  if (r.value("bandwidth_gb_per_s", 0.0) > 0) {
+    std::printf(", %.1f%% of the %.1f GB/s memory bandwidth (measured now)", 100.0 * r.value("bandwidth_fraction", 0.0),
+                r.value("bandwidth_gb_per_s", 0.0));
+  }
+  std::printf("\n");
+}
+
+// HEADS:KV_HEADS:DIM: query heads, kv heads (a divisor of the query heads) and the head size.
+bool parse_attention_spec(const std::string& spec, bench::attention_options& o) {
+  std::int64_t v[3];
+  std::size_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::size_t end = i < 2 ? spec.find(':', at) : spec.size();
+    if (end == std::string::npos) return false;
+    const std::string part = spec.substr(at, end - at);
+    try {
+      std::size_t used = 0;
+      v[i] = std::stoll(part, &used);
+      if (used != part.size() || part.empty()) return false;
+    } catch (...) {
+      return false;
+    }
+    at = end + 1;
+  }
+  o.n_head = v[0];
+  o.n_head_kv = v[1];
+  o.head_dim = v[2];
+  return true;
+}
+
+int run_attention_bench(const args& a) {
+  bool ok = true;
+  bench::attention_options o;
+  if (!parse_attention_spec(*a.get("--attention"), o)) {
+    std::fprintf(stderr, "spitectl bench: --attention takes HEADS:KV_HEADS:DIM, e.g. 32:8:128 (Llama-3-8B) or 32:4:64 (TinyLlama)\n");
     return exit_usage;
   }
-  json report = r->to_json();
-  report["where"] = "in-process";
-  if (a.has("--json")) {
-    std::cout << report.dump(2) << "\n";
-  } else {
-    print_matmul_report(report);
-  }
-  return exit_ok;
+  o.depth = parse_int(a, "-d", 4096, 1, 1 << 20, ok);
+  o.tokens = parse_int(a, "--tokens", 1, 1, 4096, ok);
+  o.flash = !a.has("--no-flash-attn");
+  parse_run_options(a, 10, ok, o);
+  if (!ok) return exit_usage;
+  return emit_kernel_report(a, bench::run_attention_bench(o), print_attention_report);
 }
 
 // The ceilings of the kernels' instruction sequences on this core (bench::measure_sequence_ceilings).
@@ -216,7 +279,8 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("--parallel", "B", "sequences decoding together (default 1): total throughput, and its ratio to one sequence alone")
       .option("--socket", "PATH", "spited's control socket, to benchmark a model loaded there")
       .option("--matmul", "TYPE:IN:OUT", "instead of a model: one weight matrix of this type and shape, random values")
-      .option("--tokens", "N", "with --matmul: activation rows per product (default 1, a decode step)")
+      .option("--tokens", "N", "with --matmul: activation rows per product; with --attention: queries (default 1, a decode step)")
+      .option("--attention", "HEADS:KV_HEADS:DIM", "instead of a model: one attention call over an F16 KV cache of -d keys (default 4096), random values")
       .flag("--no-repack", "with --matmul: the file's layout, not the load-time packed one")
       .flag("--cold", "with --matmul: each product on the next of copies that exceed the caches (weights from memory)")
       .flag("--ceilings", "instead of a model: how fast this core runs each kernel family's instruction sequence, and how much of the bandwidth the decode sequence streams")
@@ -228,18 +292,20 @@ int run_bench(const std::vector<std::string>& argv) {
       .flag("--json", "machine-readable output")
       .flag("--help", "show this help");
   auto parsed = a.parse(argv);
-  if (!parsed || a.has("--help") || (!a.get("--model") && !a.get("--matmul") && !a.has("--ceilings"))) {
+  if (!parsed || a.has("--help") || (!a.get("--model") && !a.get("--matmul") && !a.get("--attention") && !a.has("--ceilings"))) {
     if (!parsed) std::fprintf(stderr, "spitectl bench: %s\n", parsed.err().message.c_str());
-    else if (!a.has("--help")) std::fprintf(stderr, "spitectl bench: --model, --matmul or --ceilings is required\n");
+    else if (!a.has("--help")) std::fprintf(stderr, "spitectl bench: --model, --matmul, --attention or --ceilings is required\n");
     std::fprintf(a.has("--help") ? stdout : stderr,
                  "usage: spitectl bench --model M [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--parallel B] [--json]\n"
                  "       spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--cold] [--json]\n"
+                 "       spitectl bench --attention HEADS:KV_HEADS:DIM [-d DEPTH] [--tokens N] [-t THREADS] [-r REPS] [--no-flash-attn] [--json]\n"
                  "       spitectl bench --ceilings [--json]\n%s",
                  a.help().c_str());
     return a.has("--help") && parsed ? exit_ok : exit_usage;
   }
   if (a.has("--ceilings")) return run_ceilings(a);
   if (a.get("--matmul")) return run_matmul_bench(a);
+  if (a.get("--attention")) return run_attention_bench(a);
   bool ok = true;
   bench::bench_options o;
   o.n_prompt = parse_int(a, "-p", 512, 0, 1 << 20, ok);

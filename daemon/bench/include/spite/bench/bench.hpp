@@ -142,6 +142,36 @@ struct matmul_report {
 
 result<matmul_report> run_matmul_bench(const matmul_options& options);
 
+// One attention call over an F16 KV cache of random keys and values, timed over repetitions:
+// the attention kernel without a model around it (`spitectl bench --attention`). One query
+// (decode) shows how much of a step at that depth attention takes; 64 and more, the tiled
+// prefill path. Causal: query t of T sits at position depth - T + t and sees the keys up to it.
+struct attention_options {
+  std::int64_t n_head = 32, n_head_kv = 4, head_dim = 64;
+  std::int64_t depth = 4096;  // keys in the cache
+  std::int64_t tokens = 1;    // queries (1: one decode step)
+  bool flash = true;          // the flash-attention kernel (else the plain one)
+  int threads = 0;            // 0: every CPU the process may use
+  int reps = 10;
+  bool probes = true;
+  std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in kernels
+};
+
+struct attention_report {
+  std::int64_t n_head = 0, n_head_kv = 0, head_dim = 0, depth = 0, tokens = 0;
+  bool flash = false;
+  int threads = 0, reps = 0;
+  std::uint64_t kv_bytes = 0;       // the cache's keys and values (f16)
+  std::uint64_t visible_pairs = 0;  // (query head, key) pairs the mask lets through
+  spread ms;                        // per call
+  double ns_per_head_key = 0;       // from the median: time / visible_pairs
+  double kv_gbs = 0;                // kv_bytes / median time
+  double bandwidth_gbs = 0, bandwidth_fraction = 0;
+  nlohmann::json to_json() const;
+};
+
+result<attention_report> run_attention_bench(const attention_options& options);
+
 // The resident set of this process, bytes.
 std::uint64_t resident_bytes();
 
