@@ -129,6 +129,21 @@ SPITE_AVX2 inline __m256 fold64(const std::uint16_t* a, const __m256 (&b)[8]) {
   return _mm256_add_ps(h0, h1);
 }
 
+// One 128-element row as vec_dot_f16 sums it, up to its 8-lane fold: lane group g = e % 64 / 16
+// takes its second block's product onto its first's (an fma onto zero), then the groups fold as
+// in fold64. b from memory: the 16 vectors of a 128-element query do not fit in registers.
+SPITE_AVX2 inline __m256 fold128(const std::uint16_t* a, const float* b) {
+  __m256 p[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    p[i] = _mm256_fmadd_ps(widen8(a + 8 * i), _mm256_loadu_ps(b + 8 * i), _mm256_setzero_ps());
+    p[i] = _mm256_fmadd_ps(widen8(a + 64 + 8 * i), _mm256_loadu_ps(b + 64 + 8 * i), p[i]);
+  }
+  const __m256 h0 = _mm256_add_ps(_mm256_add_ps(p[0], p[4]), _mm256_add_ps(p[2], p[6]));
+  const __m256 h1 = _mm256_add_ps(_mm256_add_ps(p[1], p[5]), _mm256_add_ps(p[3], p[7]));
+  return _mm256_add_ps(h0, h1);
+}
+
 // reduce16's last steps for four rows at once: s4 = low + high 128 bits, then
 // (s4[0] + s4[2]) + (s4[1] + s4[3]) per row.
 SPITE_AVX2 inline __m128 finish4(__m256 r0, __m256 r1, __m256 r2, __m256 r3) {
@@ -148,6 +163,12 @@ SPITE_AVX2 void dot_f16_rows(const std::uint16_t* rows, std::int64_t stride, con
     for (; i + 4 <= count; i += 4) {
       const __m256 r0 = fold64(rows + keys[i] * stride, bv), r1 = fold64(rows + keys[i + 1] * stride, bv);
       const __m256 r2 = fold64(rows + keys[i + 2] * stride, bv), r3 = fold64(rows + keys[i + 3] * stride, bv);
+      _mm_storeu_ps(out + i, finish4(r0, r1, r2, r3));
+    }
+  } else if (n == 128) {  // the other common head size
+    for (; i + 4 <= count; i += 4) {
+      const __m256 r0 = fold128(rows + keys[i] * stride, b), r1 = fold128(rows + keys[i + 1] * stride, b);
+      const __m256 r2 = fold128(rows + keys[i + 2] * stride, b), r3 = fold128(rows + keys[i + 3] * stride, b);
       _mm_storeu_ps(out + i, finish4(r0, r1, r2, r3));
     }
   }
