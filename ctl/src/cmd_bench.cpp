@@ -5,7 +5,7 @@
 //
 //   spitectl bench --model M [-p 512] [-n 128] [-t THREADS] [-r REPS] [--parallel B] [--no-flash-attn] [--json]
 //   spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--cold] [--json]
-//   spitectl bench --attention HEADS:KV_HEADS:DIM [-d DEPTH] [--tokens N] [-t THREADS] [-r REPS] [--no-flash-attn] [--json]
+//   spitectl bench --attention HEADS:KV_HEADS:DIM [-d DEPTH] [--tokens N] [-t THREADS] [-r REPS] [--no-flash-attn] [--cold] [--json]
 //   spitectl bench --ceilings [--json]
 #include <algorithm>
 #include <chrono>
@@ -187,7 +187,9 @@ void print_attention_report(const json& r) {
               static_cast<long long>(r.value("head_dim", 0LL)), r.value("flash_attn", false) ? "flash" : "without flash attention",
               static_cast<long long>(r.value("tokens", 0LL)), r.value("tokens", 0LL) == 1 ? "y" : "ies",
               static_cast<long long>(r.value("depth", 0LL)), human_bytes(r.value("kv_bytes", 0ULL)).c_str());
-  std::printf("threads    : %d, repetitions %d\n", r.value("threads", 0), r.value("reps", 0));
+  std::printf("threads    : %d, repetitions %d", r.value("threads", 0), r.value("reps", 0));
+  if (r.value("copies", 1) > 1) std::printf(", over %d copies of the cache (from memory)", r.value("copies", 1));
+  std::printf("\n");
   std::printf("time       : %.3f ms median (min %.3f, max %.3f), %.2f ns per query head and key it sees\n",
               ms.value("median", 0.0), ms.value("min", 0.0), ms.value("max", 0.0), r.value("ns_per_head_key", 0.0));
   std::printf("kv cache   : %.2f GB/s", r.value("kv_gb_per_s", 0.0));
@@ -231,6 +233,7 @@ int run_attention_bench(const args& a) {
   o.depth = parse_int(a, "-d", 4096, 1, 1 << 20, ok);
   o.tokens = parse_int(a, "--tokens", 1, 1, 4096, ok);
   o.flash = !a.has("--no-flash-attn");
+  o.cold = a.has("--cold");
   parse_run_options(a, 10, ok, o);
   if (!ok) return exit_usage;
   return emit_kernel_report(a, bench::run_attention_bench(o), print_attention_report);
@@ -282,7 +285,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("--tokens", "N", "with --matmul: activation rows per product; with --attention: queries (default 1, a decode step)")
       .option("--attention", "HEADS:KV_HEADS:DIM", "instead of a model: one attention call over an F16 KV cache of -d keys (default 4096), random values")
       .flag("--no-repack", "with --matmul: the file's layout, not the load-time packed one")
-      .flag("--cold", "with --matmul: each product on the next of copies that exceed the caches (weights from memory)")
+      .flag("--cold", "with --matmul / --attention: each call on the next of copies that exceed the caches (weights / cache from memory)")
       .flag("--ceilings", "instead of a model: how fast this core runs each kernel family's instruction sequence, and how much of the bandwidth the decode sequence streams")
       .option("--kernels", "DIRS", "kernel plug-in directories (in this process)")
       .flag("--reference-kernels", "use only the built-in kernels (in this process)")
@@ -298,7 +301,7 @@ int run_bench(const std::vector<std::string>& argv) {
     std::fprintf(a.has("--help") ? stdout : stderr,
                  "usage: spitectl bench --model M [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--parallel B] [--json]\n"
                  "       spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--cold] [--json]\n"
-                 "       spitectl bench --attention HEADS:KV_HEADS:DIM [-d DEPTH] [--tokens N] [-t THREADS] [-r REPS] [--no-flash-attn] [--json]\n"
+                 "       spitectl bench --attention HEADS:KV_HEADS:DIM [-d DEPTH] [--tokens N] [-t THREADS] [-r REPS] [--no-flash-attn] [--cold] [--json]\n"
                  "       spitectl bench --ceilings [--json]\n%s",
                  a.help().c_str());
     return a.has("--help") && parsed ? exit_ok : exit_usage;

@@ -83,3 +83,27 @@ TEST_CASE("bench --attention refuses shapes it cannot run, with the reason") {
     CHECK(r.err.find(b.says) != std::string::npos);
   }
 }
+
+TEST_CASE("bench --attention --cold rotates over copies of the cache that together exceed the caches") {
+  const auto r = run_process({SPITECTL_PATH, "bench", "--attention", "8:2:64", "-d", "1000", "--cold", "-t", "1", "-r", "3",
+                              "--no-probes", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  const auto bytes = j.at("kv_bytes").get<std::uint64_t>();
+  CHECK(bytes == 2 * 2 * 1000 * 2 * 64);  // one copy's bytes, as without --cold
+  const auto copies = j.at("copies").get<std::uint64_t>();
+  CHECK(copies * bytes >= std::uint64_t{512} << 20);
+  CHECK((copies - 1) * bytes < std::uint64_t{512} << 20);
+  CHECK(j.at("ms").at("median").get<double>() > 0);
+  const auto warm = run_process({SPITECTL_PATH, "bench", "--attention", "8:2:64", "-d", "1000", "-r", "1", "--no-probes", "--json"});
+  REQUIRE(warm.exit_code == 0);
+  CHECK(json::parse(warm.out).at("copies") == 1);
+  const auto text = run_process({SPITECTL_PATH, "bench", "--attention", "4:2:64", "-d", "4096", "--cold", "-r", "1", "--no-probes"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("copies of the cache (from memory)") != std::string::npos);
+  // Two copies of 4.3 GiB exceed the 8 GiB bound: refused before anything is allocated.
+  const auto huge = run_process({SPITECTL_PATH, "bench", "--attention", "64:64:128", "-d", "140000", "--cold", "--no-probes"});
+  CHECK(huge.exit_code == 2);
+  CHECK(huge.err.find("two copies of this cache exceed 8 GiB") != std::string::npos);
+}

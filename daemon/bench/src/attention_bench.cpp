@@ -52,13 +52,22 @@ result<attention_report> run_attention_bench(const attention_options& o) {
   // values repeat over a larger cache (the time does not depend on them; drawing billions would).
   std::mt19937 rng(20261204);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::uint16_t> k(kv_elements), v(kv_elements);
+  // With `cold`, enough copies of the cache that a pass over them all leaves none in any cache
+  // (as --matmul --cold): a model's step reads every layer's cache once, after the weights
+  // and the other layers have been through the caches, so its keys and values come from memory.
+  const std::uint64_t cold_set = std::uint64_t{512} << 20;
+  const std::uint64_t copies = o.cold ? std::max<std::uint64_t>(2, (cold_set + kv_bytes - 1) / kv_bytes) : 1;
+  if (copies * kv_bytes > max_kv_bytes) {
+    return make_error(errc::invalid_argument, "bench --attention --cold: two copies of this cache exceed 8 GiB");
+  }
+  r.copies = static_cast<int>(copies);
+  std::vector<std::uint16_t> k(kv_elements * copies), v(kv_elements * copies);
   const std::size_t distinct = std::min<std::size_t>(kv_elements, std::size_t{1} << 20);
   for (std::size_t i = 0; i < distinct; ++i) {
     k[i] = fp32_to_fp16(normal(rng) * 0.5f);
     v[i] = fp32_to_fp16(normal(rng));
   }
-  for (std::size_t i = distinct; i < kv_elements; ++i) {
+  for (std::size_t i = distinct; i < k.size(); ++i) {
     k[i] = k[i % distinct];
     v[i] = v[i % distinct];
   }
@@ -88,9 +97,17 @@ result<attention_report> run_attention_bench(const attention_options& o) {
   thread_pool pool(o.threads);
   r.threads = pool.size();
   const auto& attention = o.ops ? o.ops->attention : dispatch::cpu_reference_ops().attention;
-  attention(a, pool);  // warm-up: first-touch pages, lazy tables
+  const auto use_copy = [&](std::uint64_t c) {
+    a.k = k.data() + c * kv_elements;
+    a.v = v.data() + c * kv_elements;
+  };
+  for (std::uint64_t c = 0; c < copies; ++c) {
+    use_copy(c);
+    attention(a, pool);  // warm-up: first-touch pages, lazy tables
+  }
   std::vector<double> ms;
   for (int i = 0; i < o.reps; ++i) {
+    use_copy(static_cast<std::uint64_t>(i) % copies);
     const auto t0 = std::chrono::steady_clock::now();
     attention(a, pool);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -116,6 +133,7 @@ nlohmann::json attention_report::to_json() const {
           {"threads", threads},
           {"reps", reps},
           {"kv_bytes", kv_bytes},
+          {"copies", copies},
           {"visible_pairs", visible_pairs},
           {"ms", ms.to_json()},
           {"ns_per_head_key", ns_per_head_key},

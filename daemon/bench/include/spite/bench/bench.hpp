@@ -151,6 +151,9 @@ struct attention_options {
   std::int64_t depth = 4096;  // keys in the cache
   std::int64_t tokens = 1;    // queries (1: one decode step)
   bool flash = true;          // the flash-attention kernel (else the plain one)
+  // Each call on the next of several copies of the cache that together exceed the caches: keys
+  // and values read from memory, as a model's step reads each layer's.
+  bool cold = false;
   int threads = 0;            // 0: every CPU the process may use
   int reps = 10;
   bool probes = true;
@@ -162,6 +165,7 @@ struct attention_report {
   bool flash = false;
   int threads = 0, reps = 0;
   std::uint64_t kv_bytes = 0;       // the cache's keys and values (f16)
+  int copies = 1;                   // caches the calls rotate over (more than one with `cold`)
   std::uint64_t visible_pairs = 0;  // (query head, key) pairs the mask lets through
   spread ms;                        // per call
   double ns_per_head_key = 0;       // from the median: time / visible_pairs
