@@ -131,11 +131,11 @@ void attention(const attention_args& a, thread_pool& pool) {
       for (std::int64_t c = 0; c < whole; c += 16) {
         float* chunk = p.data() + c;
         if (simd != nullptr) {
-          simd->exp16(chunk, max);
+          sum += simd->exp16(chunk, max);
         } else {
           for (int l = 0; l < 16; ++l) chunk[l] = ref_expf(chunk[l] - max);
+          sum += reduce16(chunk);
         }
-        sum += reduce16(chunk);
       }
       for (std::int64_t j = whole; j < n_kv; ++j) {
         const float x = p[static_cast<std::size_t>(j)];

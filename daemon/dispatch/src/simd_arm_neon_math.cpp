@@ -82,9 +82,14 @@ inline float32x4_t expf4(float32x4_t x) {
   return vbslq_f32(minus_inf, vdupq_n_f32(0.0f), result);
 }
 
-void exp16(float* chunk, float max) {
+float exp16(float* chunk, float max) {
   const float32x4_t m = vdupq_n_f32(max);
-  for (int q = 0; q < 4; ++q) vst1q_f32(chunk + 4 * q, expf4(vsubq_f32(vld1q_f32(chunk + 4 * q), m)));
+  float32x4_t e[4];
+  for (int q = 0; q < 4; ++q) {
+    e[q] = expf4(vsubq_f32(vld1q_f32(chunk + 4 * q), m));
+    vst1q_f32(chunk + 4 * q, e[q]);
+  }
+  return reduce16(e);
 }
 
 void swiglu16(const float* g, const float* u, float* h) {

@@ -18,7 +18,9 @@ struct simd_math {
   void (*axpy_h)(float* acc, const std::uint16_t* v, float p, std::int64_t n);
   void (*widen)(const std::uint16_t* h, float* out, std::int64_t n);      // f16 -> f32
   void (*round_f16)(const float* in, float* out, std::int64_t n);          // f32 -> f16 -> f32
-  void (*exp16)(float* chunk, float max);  // chunk[l] = ref_expf(chunk[l] - max), l < 16
+  // chunk[l] = ref_expf(chunk[l] - max), l < 16; returns reduce16(chunk) of the results, in its
+  // order, summed while they are still in registers.
+  float (*exp16)(float* chunk, float max);
   // h[l] = g[l] / (1 + ref_expf(-g[l])) * u[l], l < 16 (ref_silu on a vector lane)
   void (*swiglu16)(const float* g, const float* u, float* h);
 

@@ -100,10 +100,16 @@ SPITE_AVX2 inline __m256 expf8(__m256 x) {
   return _mm256_andnot_ps(minus_inf, result);
 }
 
-SPITE_AVX2 void exp16(float* chunk, float max) {
+SPITE_AVX2 float exp16(float* chunk, float max) {
   const __m256 m = _mm256_set1_ps(max);
-  _mm256_storeu_ps(chunk, expf8(_mm256_sub_ps(_mm256_loadu_ps(chunk), m)));
-  _mm256_storeu_ps(chunk + 8, expf8(_mm256_sub_ps(_mm256_loadu_ps(chunk + 8), m)));
+  const __m256 lo = expf8(_mm256_sub_ps(_mm256_loadu_ps(chunk), m)), hi = expf8(_mm256_sub_ps(_mm256_loadu_ps(chunk + 8), m));
+  _mm256_storeu_ps(chunk, lo);
+  _mm256_storeu_ps(chunk + 8, hi);
+  // reduce16: s8 = lanes 0-7 + 8-15, s4 = s8's halves added, then (s4[0] + s4[2]) + (s4[1] + s4[3]).
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
 SPITE_AVX2 void swiglu16(const float* g, const float* u, float* h) {

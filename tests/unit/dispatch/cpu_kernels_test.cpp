@@ -596,7 +596,7 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 }  // namespace
 
-TEST_CASE("the SIMD exp of a 16-key chunk gives the reference exp's bits, masked keys and extremes included") {
+TEST_CASE("the SIMD exp of a 16-key chunk gives the reference exp's bits and their reduce16 sum, masked keys and extremes included") {
   const auto* simd = cpu::fast_math();
   if (simd == nullptr) {
     WARN("no SIMD attention on this processor; nothing to compare");
@@ -612,11 +612,12 @@ TEST_CASE("the SIMD exp of a 16-key chunk gives the reference exp's bits, masked
     if (round % 7 == 0) chunk[(round + 3) % 16] = -87.5f - static_cast<float>(round % 11);  // subnormal results
     const float max = round % 2 == 0 ? 0.0f : 1.5f;
     for (int l = 0; l < 16; ++l) want[l] = cpu::ref_expf(chunk[l] - max);
-    simd->exp16(chunk, max);
+    const float sum = simd->exp16(chunk, max);
     for (int l = 0; l < 16; ++l) {
       INFO("lane " << l << ": " << want[l] << " vs " << chunk[l]);
       REQUIRE(same_bits(want[l], chunk[l]));
     }
+    REQUIRE(same_bits(sum, cpu::reduce16(want)));  // the results' sum, in reduce16's order
   }
 }
 
