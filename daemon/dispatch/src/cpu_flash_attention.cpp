@@ -128,23 +128,10 @@ struct group_scratch {
   std::vector<std::int32_t> keys;                 // the keys the query may see, shared by the heads
 };
 
-// Keys per block: the block's key and value rows stay in L1 while every head of the group takes
-// them, so each row comes from memory once per group instead of once per head. While a block is
-// worked on, the next one's rows are asked of the memory (prefetch_rows): a step reads each
-// layer's cache from memory, and the hardware prefetchers leave most of those rows to wait (a
-// row of 128-256 bytes, then a whole position's other heads). 16 keys: the next block is then
-// close enough to arrive in time without flooding the core's miss buffers. Against 64-key blocks
-// without prefetch (`bench --attention 32:8:128 -d 1024 -t 1 --cold`): 48-65 -> 39-48 ns per
-// head and key; 64-element heads about even; from L3 ~10 % slower (more calls per key).
-constexpr std::size_t key_block = 16;
-
-// The rows of `count` keys of one kv head (`bytes` from each key's row).
-void prefetch_rows(const std::uint16_t* base, std::int64_t stride, const std::int32_t* keys, std::size_t count, std::size_t bytes) {
-  for (std::size_t i = 0; i < count; ++i) {
-    const char* row = reinterpret_cast<const char*>(base + keys[i] * stride);
-    for (std::size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 3);
-  }
-}
+// Keys per block: the block's key and value rows (8 KiB each for 64-element f16 heads) stay in
+// L1 while every head of the group takes them, so each row comes from memory once per group
+// instead of once per head (8 times for an 8-head group at long contexts).
+constexpr std::size_t key_block = 64;
 
 // The online softmax is sequential in its f16 accumulator only: the scores, the running
 // maximum and the exponentials are worked out first (independent calls that the processor
@@ -171,11 +158,8 @@ void attend_group(const attention_args& a, const shape& sh, const simd_math* sim
   const std::size_t n = w.keys.size();
   w.weight.resize(heads * n);
   w.rescale.resize(heads * n);
-  const auto key_bytes = static_cast<std::size_t>(sh.dk) * 2, value_bytes = static_cast<std::size_t>(sh.dv) * 2;
-  prefetch_rows(a.k + hk * sh.dk, sh.k_stride, w.keys.data(), std::min(n, key_block), key_bytes);
   for (std::size_t i0 = 0; i0 < n; i0 += key_block) {
     const std::size_t i1 = std::min(n, i0 + key_block);
-    if (i1 < n) prefetch_rows(a.k + hk * sh.dk, sh.k_stride, w.keys.data() + i1, std::min(n, i1 + key_block) - i1, key_bytes);
     const bool together = simd != nullptr && simd->dot_f16_rows_heads != nullptr;
     if (together) {
       simd->dot_f16_rows_heads(a.k + hk * sh.dk, sh.k_stride, w.keys.data() + i0, static_cast<std::int64_t>(i1 - i0), w.q.data(),
@@ -191,7 +175,6 @@ void attend_group(const attention_args& a, const shape& sh, const simd_math* sim
   // exp(old - new) and weighs its key 1; any other key weighs exp(s - max). One pass over the
   // keys makes the scores, the rescales (rare: the C library's expf, one key at a time) and the
   // weights' arguments, whose exponentials follow in one vector pass.
-  prefetch_rows(a.v + hk * sh.dv, sh.v_stride, w.keys.data(), std::min(n, key_block), value_bytes);
   w.m.assign(heads, neg_inf);
   w.sum.assign(heads, 0.0f);
   for (std::size_t h = 0; h < heads; ++h) {
@@ -216,9 +199,6 @@ void attend_group(const attention_args& a, const shape& sh, const simd_math* sim
   }
   for (std::size_t i0 = 0; i0 < n; i0 += key_block) {
     const auto len = static_cast<std::int64_t>(std::min(n, i0 + key_block) - i0);
-    if (const std::size_t i1 = i0 + static_cast<std::size_t>(len); i1 < n) {
-      prefetch_rows(a.v + hk * sh.dv, sh.v_stride, w.keys.data() + i1, std::min(n, i1 + key_block) - i1, value_bytes);
-    }
     if (simd != nullptr && simd->accumulate_f16_heads != nullptr) {
       // The group's heads are consecutive: their outputs dv apart, weights and rescales n apart.
       simd->accumulate_f16_heads(a.out + (t * a.n_head + h0) * sh.dv, a.v + hk * sh.dv, sh.v_stride, w.keys.data() + i0,
