@@ -123,16 +123,21 @@ SPITE_AVX2 void swiglu16(const float* g, const float* u, float* h) {
 
 float dot_f16_blocks(const std::uint16_t* a, const float* b, std::int64_t n) { return x86::vec_dot_f16(a, b, n); }
 
+// vec_dot_f16's fold of its lane groups: p[2g + h] is group g's half h; the groups added
+// (0 + 2) + (1 + 3) per half, then the halves (reduce16's first step).
+SPITE_AVX2 inline __m256 fold_groups(const __m256 (&p)[8]) {
+  const __m256 h0 = _mm256_add_ps(_mm256_add_ps(p[0], p[4]), _mm256_add_ps(p[2], p[6]));
+  const __m256 h1 = _mm256_add_ps(_mm256_add_ps(p[1], p[5]), _mm256_add_ps(p[3], p[7]));
+  return _mm256_add_ps(h0, h1);
+}
+
 // One 64-element row as vec_dot_f16 sums it, up to its 8-lane fold: each of the 64 products
 // alone in its lane of group g = e / 16 (an fma onto zero, as the first block's), the groups
 // folded (0 + 2) + (1 + 3) per half and the halves added (reduce16's first step).
 SPITE_AVX2 inline __m256 fold64(const std::uint16_t* a, const __m256 (&b)[8]) {
   __m256 p[8];
   for (int i = 0; i < 8; ++i) p[i] = _mm256_fmadd_ps(widen8(a + 8 * i), b[i], _mm256_setzero_ps());
-  // p[2g + h]: group g, half h
-  const __m256 h0 = _mm256_add_ps(_mm256_add_ps(p[0], p[4]), _mm256_add_ps(p[2], p[6]));
-  const __m256 h1 = _mm256_add_ps(_mm256_add_ps(p[1], p[5]), _mm256_add_ps(p[3], p[7]));
-  return _mm256_add_ps(h0, h1);
+  return fold_groups(p);
 }
 
 // One 128-element row as vec_dot_f16 sums it, up to its 8-lane fold: lane group g = e % 64 / 16
@@ -145,9 +150,7 @@ SPITE_AVX2 inline __m256 fold128(const std::uint16_t* a, const float* b) {
     p[i] = _mm256_fmadd_ps(widen8(a + 8 * i), _mm256_loadu_ps(b + 8 * i), _mm256_setzero_ps());
     p[i] = _mm256_fmadd_ps(widen8(a + 64 + 8 * i), _mm256_loadu_ps(b + 64 + 8 * i), p[i]);
   }
-  const __m256 h0 = _mm256_add_ps(_mm256_add_ps(p[0], p[4]), _mm256_add_ps(p[2], p[6]));
-  const __m256 h1 = _mm256_add_ps(_mm256_add_ps(p[1], p[5]), _mm256_add_ps(p[3], p[7]));
-  return _mm256_add_ps(h0, h1);
+  return fold_groups(p);
 }
 
 // reduce16's last steps for four rows at once: s4 = low + high 128 bits, then
@@ -204,9 +207,7 @@ SPITE_AVX2 std::int64_t dot_f16_rows_heads64(const std::uint16_t* rows, std::int
           __m256 p[8];
 #pragma GCC unroll 8
           for (int e = 0; e < 8; ++e) p[e] = _mm256_fmadd_ps(x[e], _mm256_loadu_ps(q + 8 * e), _mm256_setzero_ps());
-          const __m256 half0 = _mm256_add_ps(_mm256_add_ps(p[0], p[4]), _mm256_add_ps(p[2], p[6]));
-          const __m256 half1 = _mm256_add_ps(_mm256_add_ps(p[1], p[5]), _mm256_add_ps(p[3], p[7]));
-          folded[h][k] = _mm256_add_ps(half0, half1);
+          folded[h][k] = fold_groups(p);
         }
       }
       for (std::int64_t h = 0; h < hn; ++h) {
@@ -302,9 +303,9 @@ SPITE_AVX2 inline float denominator(float sum, const float* weight, const float*
   return _mm_cvtss_f32(s);
 }
 
-// H heads x 32 dimensions in 4H registers over all the keys. One head's 8 chains of fma and
-// f16 rounding leave the core waiting on their latency; 3 heads make 12 chains, and each value
-// vector is widened once for all of them. A rescale multiplies every head when any has one:
+// H heads x 32 dimensions in 4H registers over all the keys. The loop is bound by the f16
+// conversions (each value widened, each sum rounded to f16 and back): the heads of a group share
+// the value rows, so each value vector is widened once for all H of them. A rescale multiplies every head when any has one:
 // the others multiply by 1, which leaves an f16 value unchanged. With sums, the heads'
 // denominators too: their scalar chains run beside the vector ones instead of after them.
 template <int H>
