@@ -22,13 +22,14 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// Spins until `ready()` or the budget is spent; true when ready.
-template <class Ready>
-bool spin_until(const Ready& ready) {
+// Spins until `ready()` or the budget is spent; true when ready. Each turn does a little of
+// `idle()` (prefetching) or, when it has nothing left to do, pauses.
+template <class Ready, class Idle>
+bool spin_until(const Ready& ready, const Idle& idle) {
   const auto deadline = std::chrono::steady_clock::now() + spin_budget;
   for (int i = 0;; ++i) {
     if (ready()) return true;
-    cpu_relax();
+    if (!idle()) cpu_relax();
     if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return ready();
   }
 }
@@ -106,6 +107,7 @@ thread_pool::thread_pool(int n_threads, bool pinned) {
     cpus_ = process_cpus;
   }
   ranges_ = std::vector<range>(static_cast<std::size_t>(n_threads));
+  prefetch_cursors_ = std::vector<prefetch_cursor>(static_cast<std::size_t>(n_threads));
   for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
@@ -155,7 +157,7 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
   wake_.notify_all();
   run_job(0);
   auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
-  if (!spin_until(all_done)) {
+  if (!spin_until(all_done, [this] { return prefetch_some(0); })) {
     std::unique_lock lock(mu_);
     done_.wait(lock, all_done);
   }
@@ -216,12 +218,42 @@ void thread_pool::run_job(int index) {
   }
 }
 
+void thread_pool::prefetch_while_waiting(const void* begin, std::size_t bytes, std::size_t per_thread) noexcept {
+  prefetch_begin_.store(static_cast<const char*>(begin), std::memory_order_relaxed);
+  prefetch_bytes_.store(bytes, std::memory_order_relaxed);
+  prefetch_per_thread_.store(per_thread, std::memory_order_relaxed);
+  prefetch_generation_.fetch_add(1, std::memory_order_release);
+}
+
+bool thread_pool::prefetch_some(int index) noexcept {
+  constexpr std::size_t line = 64;
+  constexpr int lines_per_turn = 8;  // a turn about as long as a pause; the fill buffers pace it
+  prefetch_cursor& c = prefetch_cursors_[static_cast<std::size_t>(index)];
+  if (const std::uint64_t g = prefetch_generation_.load(std::memory_order_acquire); g != c.seen) {
+    // The fields may already be a later call's (then its generation follows): a hint either way.
+    c.seen = g;
+    const char* begin = prefetch_begin_.load(std::memory_order_relaxed);
+    const std::size_t bytes = prefetch_bytes_.load(std::memory_order_relaxed);
+    const auto threads = static_cast<std::size_t>(size()), i = static_cast<std::size_t>(index);
+    const std::size_t from = bytes / threads * i + bytes % threads * i / threads;
+    const std::size_t part = bytes / threads * (i + 1) + bytes % threads * (i + 1) / threads - from;
+    c.next = c.end = begin;
+    if (begin != nullptr) {
+      c.next = begin + from;
+      c.end = c.next + std::min(part, prefetch_per_thread_.load(std::memory_order_relaxed));
+    }
+  }
+  if (c.next >= c.end) return false;
+  for (int k = 0; k < lines_per_turn && c.next < c.end; ++k, c.next += line) __builtin_prefetch(c.next, 0, 2);
+  return true;
+}
+
 void thread_pool::worker(int index) {
   pin(index);
   std::uint64_t seen = 0;
   auto has_work = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
   for (;;) {
-    if (!spin_until(has_work)) {
+    if (!spin_until(has_work, [this, index] { return prefetch_some(index); })) {
       std::unique_lock lock(mu_);
       wake_.wait(lock, has_work);
     }

@@ -6,6 +6,9 @@
 namespace spite::dispatch::cpu {
 
 void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+// After a decode step's product with w: learns the order of the step's products and points the
+// pool's waiting threads at the matrix that comes next (cpu_product_order.cpp).
+void after_product(const weight& w, std::int64_t n_tokens, thread_pool& pool);
 // The dequantize-and-dot reference for every type (matmul takes an exact or SIMD one first).
 void generic_matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 // op_table::matmul_parts: each run of parts placed together (packed_together) as one matrix.

@@ -137,9 +137,10 @@ void convert_activations(tensor_type weight_type, const float* x, std::int64_t n
 void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (const matmul_fn exact = find_exact_matmul(w.type)) {
     exact(w, x, n_tokens, y, pool);
-    return;
+  } else {
+    generic_matmul(w, x, n_tokens, y, pool);
   }
-  generic_matmul(w, x, n_tokens, y, pool);
+  after_product(w, n_tokens, pool);
 }
 
 namespace {

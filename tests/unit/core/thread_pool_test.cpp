@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -210,5 +211,29 @@ TEST_CASE("thread pool: pin_as puts a thread of one's own where a pool's thread 
   if (n_cpus > 1) CHECK(!CPU_EQUAL(&first, &second));  // two indexes, two CPUs
   for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &first) || CPU_ISSET(c, &second)) CHECK(CPU_ISSET(c, &allowed));
+  }
+}
+
+TEST_CASE("thread pool: regions to prefetch between jobs, of any size or none, leave every job whole") {
+  spite::thread_pool pool(3);
+  std::vector<std::byte> next_matrix(3 << 20);
+  const std::pair<const void*, std::size_t> regions[] = {
+      {next_matrix.data(), next_matrix.size()},  // the usual: each thread the front of its third
+      {next_matrix.data(), 2},                   // fewer bytes than threads
+      {nullptr, 0},                              // none
+      {reinterpret_cast<const void*>(std::uintptr_t{1} << 46), std::size_t{1} << 40},  // never mapped: prefetches do not fault
+  };
+  for (int round = 0; round < 20; ++round) {
+    for (const auto& [begin, bytes] : regions) {
+      pool.prefetch_while_waiting(begin, bytes, 256 << 10);
+      constexpr std::int64_t n = 777;
+      std::vector<std::atomic<int>> seen(static_cast<std::size_t>(n));
+      pool.parallel_for(n, [&](std::int64_t b, std::int64_t e, int) {
+        for (std::int64_t i = b; i < e; ++i) seen[static_cast<std::size_t>(i)]++;
+      });
+      for (const auto& s : seen) REQUIRE(s.load() == 1);
+      // A gap between jobs, as a decode step's small operations leave: the workers prefetch.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
 }

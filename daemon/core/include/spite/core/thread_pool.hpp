@@ -54,10 +54,20 @@ class thread_pool {
   // works too. Calls must not be nested or made from two threads at once.
   void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t, int)>& fn);
 
+  // Memory the threads pull toward their caches while they wait for a hand-off: thread i the
+  // front (up to `per_thread` bytes) of the i-th of size() equal parts of [begin, begin + bytes),
+  // the part parallel_for would give it first. A decode step's next weight matrix: the bus then
+  // keeps streaming while the small operations between two products run and the threads wait
+  // on each other, and each thread starts its share of that product from its cache. Replaces
+  // the region given before; only a hint (a prefetch never faults, whatever the address).
+  // Called from the thread that calls parallel_for.
+  void prefetch_while_waiting(const void* begin, std::size_t bytes, std::size_t per_thread) noexcept;
+
  private:
   void worker(int index);
   void run_job(int index);  // runs chunks of the current job, own share first, until none is left
   void pin(int index) const;
+  bool prefetch_some(int index) noexcept;  // a few lines of thread index's region; false when none is left
 
   // A thread's share of the current job: front (next item its owner takes) and back (end) in
   // one word; a cache line each, as their owners write them at every chunk.
@@ -80,6 +90,17 @@ class thread_pool {
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  // The region of prefetch_while_waiting, published by prefetch_generation_ (each thread takes
+  // its part when it sees a new generation), and each thread's position in its part.
+  std::atomic<const char*> prefetch_begin_{nullptr};
+  std::atomic<std::size_t> prefetch_bytes_{0}, prefetch_per_thread_{0};
+  std::atomic<std::uint64_t> prefetch_generation_{0};
+  struct alignas(64) prefetch_cursor {
+    const char* next = nullptr;
+    const char* end = nullptr;
+    std::uint64_t seen = 0;
+  };
+  std::vector<prefetch_cursor> prefetch_cursors_;  // one per thread, the caller's first
   std::vector<int> cpus_;                   // pinning: the CPUs of thread 0, 1, ...; empty: none
   std::atomic<std::thread::id> pinned_caller_{};
 };
