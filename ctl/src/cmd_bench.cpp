@@ -114,6 +114,12 @@ void print_matmul_report(const json& r) {
   std::printf("\n");
   std::printf("weights    : %.2f GB/s, %.1f%% of the bandwidth\n", r.value("weight_gb_per_s", 0.0),
               100.0 * r.value("bandwidth_fraction", 0.0));
+  if (r.value("plain_read_fraction", 0.0) > 0) {
+    const json& plain = r["plain_read_ms"];
+    std::printf("plain read : %.3f ms median (min %.3f) for the same bytes through the same threads, in turns: the product "
+                "streams at %.1f%% of its speed\n",
+                plain.value("median", 0.0), plain.value("min", 0.0), 100.0 * r.value("plain_read_fraction", 0.0));
+  }
 }
 
 // TYPE:IN:OUT (or TYPE:INxOUT): the weight type by its GGUF name and the matrix shape.

@@ -79,12 +79,26 @@ TEST_CASE("bench --matmul --cold rotates over copies of the matrix that together
   CHECK(copies * bytes >= std::uint64_t{512} << 20);
   CHECK((copies - 1) * bytes < std::uint64_t{512} << 20);
   CHECK(j.at("ms").at("median").get<double>() > 0);
+  // A plain read of the same bytes, in turns with the products: timed as often, and its median
+  // set against theirs.
+  const json& plain = j.at("plain_read_ms");
+  CHECK(plain.at("median").get<double>() > 0);
+  CHECK(plain.at("min").get<double>() <= plain.at("median").get<double>());
+  CHECK(j.at("plain_read_fraction").get<double>() ==
+        Approx(plain.at("median").get<double>() / j.at("ms").at("median").get<double>()));
   const auto warm = run_process({SPITECTL_PATH, "bench", "--matmul", "Q4_0:4096:1024", "-t", "1", "-r", "1", "--no-probes", "--json"});
   REQUIRE(warm.exit_code == 0);
-  CHECK(json::parse(warm.out).at("copies") == 1);
+  const json w = json::parse(warm.out);
+  CHECK(w.at("copies") == 1);
+  CHECK(w.at("plain_read_fraction").get<double>() == 0);  // from the caches: nothing to compare with
   const auto text = run_process({SPITECTL_PATH, "bench", "--matmul", "Q8_0:256:64", "--cold", "-r", "1", "--no-probes"});
   CHECK(text.exit_code == 0);
   CHECK(text.out.find("copies of the matrix (from memory)") != std::string::npos);
+  CHECK(text.out.find("plain read : ") != std::string::npos);
+  // The file's layout (no packed copy) is read where it lies, whatever its alignment.
+  const auto unpacked = run_process({SPITECTL_PATH, "bench", "--matmul", "Q5_K:256:64", "--cold", "--no-repack", "-r", "2", "--no-probes", "--json"});
+  REQUIRE(unpacked.exit_code == 0);
+  CHECK(json::parse(unpacked.out).at("plain_read_fraction").get<double>() > 0);
   // Two copies of 4.7 GB exceed the 8 GiB bound: refused before anything is allocated.
   const auto huge = run_process({SPITECTL_PATH, "bench", "--matmul", "F32:1048576:1200", "--cold", "--no-probes"});
   CHECK(huge.exit_code == 2);

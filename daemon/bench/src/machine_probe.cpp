@@ -64,6 +64,22 @@ __attribute__((target("avx2"))) std::uint64_t sum_avx2(const std::uint64_t* p, s
   return s;
 }
 
+std::uint64_t sum_generic(const std::uint64_t* p, std::size_t n) {
+  std::uint64_t s0 = 0, s1 = 0;
+  std::size_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    s0 += p[i];
+    s1 += p[i + 1];
+  }
+  if (i < n) s0 += p[i];
+  return s0 + s1;
+}
+
+std::uint64_t sum_words(const std::uint64_t* p, std::size_t n) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2 ? sum_avx2(p, n) : sum_generic(p, n);
+}
+
 huge_buffer huge_buffer_of(std::size_t bytes) {
   constexpr std::size_t huge_page = std::size_t{2} << 20;
   huge_buffer b{nullptr, &std::free};
@@ -87,16 +103,6 @@ int resolve_threads(int threads) {
   return threads > 0 ? threads : thread_pool::default_threads();  // as the model's pool
 }
 
-std::uint64_t sum_generic(const std::uint64_t* p, std::size_t n) {
-  std::uint64_t s0 = 0, s1 = 0;
-  std::size_t i = 0;
-  for (; i + 2 <= n; i += 2) {
-    s0 += p[i];
-    s1 += p[i + 1];
-  }
-  if (i < n) s0 += p[i];
-  return s0 + s1;
-}
 
 __attribute__((target("avx512f"))) double fma_avx512(std::int64_t iters) {
   __m512 acc[12];
@@ -198,13 +204,12 @@ double measure_bandwidth(int threads, std::size_t bytes) {
   run_together(threads, [&](int t) {
     std::memset(buf.get() + slice * static_cast<std::size_t>(t), 1, slice * sizeof(std::uint64_t));
   });
-  const bool avx2 = __builtin_cpu_supports("avx2");
   std::atomic<std::uint64_t> sink{0};
   double best = 0;
   for (int pass = 0; pass < 5; ++pass) {
     const double s = run_together(threads, [&](int t) {
       const std::uint64_t* p = buf.get() + slice * static_cast<std::size_t>(t);
-      sink += avx2 ? sum_avx2(p, slice) : sum_generic(p, slice);
+      sink += detail::sum_words(p, slice);
     });
     best = std::max(best, static_cast<double>(slice * static_cast<std::size_t>(threads) * sizeof(std::uint64_t)) / s / 1e9);
   }

@@ -19,6 +19,8 @@ double dot8_avx2(std::int64_t iters);
 
 // The sum of n words with four independent AVX2 chains (needs AVX2): the plain streaming read.
 std::uint64_t sum_avx2(const std::uint64_t* p, std::size_t n);
+// The same with AVX2 where the processor has it, else plain 64-bit adds.
+std::uint64_t sum_words(const std::uint64_t* p, std::size_t n);
 
 // A buffer of at least `bytes`, aligned to and advised into 2 MiB pages where the system allows
 // them, as the weights the kernels stream are; null when the allocation fails.

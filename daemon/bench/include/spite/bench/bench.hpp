@@ -137,6 +137,11 @@ struct matmul_report {
   double bandwidth_gbs = 0, peak_gflops = 0, peak_int8_gops = 0;
   double peak_fraction = 0, bandwidth_fraction = 0;
   double int8_peak_fraction = 0;  // quantized types (8-bit activations) only
+  // With `cold`: a plain read of the bytes each product streams (its packed layout where it has
+  // one), from memory through the same threads, timed in turns with the products; and its
+  // median over the product's (1: the product streams as fast as a plain read of its size).
+  spread plain_read_ms;
+  double plain_read_fraction = 0;
   nlohmann::json to_json() const;
 };
 
