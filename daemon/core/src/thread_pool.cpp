@@ -218,11 +218,24 @@ void thread_pool::run_job(int index) {
   }
 }
 
-void thread_pool::prefetch_while_waiting(const void* begin, std::size_t bytes, std::size_t per_thread) noexcept {
+void thread_pool::prefetch_while_waiting(const void* begin, std::size_t bytes, std::size_t per_thread, int streams) noexcept {
   prefetch_begin_.store(static_cast<const char*>(begin), std::memory_order_relaxed);
   prefetch_bytes_.store(bytes, std::memory_order_relaxed);
   prefetch_per_thread_.store(per_thread, std::memory_order_relaxed);
+  prefetch_streams_.store(std::clamp(streams, 1, max_prefetch_streams), std::memory_order_relaxed);
   prefetch_generation_.fetch_add(1, std::memory_order_release);
+}
+
+// Points c at the front of its thread's part c.at: part index + c.at x size() of the region.
+void thread_pool::start_part(prefetch_cursor& c, int index) const noexcept {
+  c.next = c.end = c.begin;
+  if (c.begin == nullptr || c.at >= c.parts) return;
+  const auto all = static_cast<std::size_t>(size()) * static_cast<std::size_t>(c.parts);
+  const std::size_t j = static_cast<std::size_t>(index) + static_cast<std::size_t>(c.at) * static_cast<std::size_t>(size());
+  // floor(bytes x j / all) without overflow
+  const auto at = [&](std::size_t k) { return c.bytes / all * k + c.bytes % all * k / all; };
+  c.next = c.begin + at(j);
+  c.end = c.next + std::min(at(j + 1) - at(j), c.each);
 }
 
 bool thread_pool::prefetch_some(int index) noexcept {
@@ -232,18 +245,18 @@ bool thread_pool::prefetch_some(int index) noexcept {
   if (const std::uint64_t g = prefetch_generation_.load(std::memory_order_acquire); g != c.seen) {
     // The fields may already be a later call's (then its generation follows): a hint either way.
     c.seen = g;
-    const char* begin = prefetch_begin_.load(std::memory_order_relaxed);
-    const std::size_t bytes = prefetch_bytes_.load(std::memory_order_relaxed);
-    const auto threads = static_cast<std::size_t>(size()), i = static_cast<std::size_t>(index);
-    const std::size_t from = bytes / threads * i + bytes % threads * i / threads;
-    const std::size_t part = bytes / threads * (i + 1) + bytes % threads * (i + 1) / threads - from;
-    c.next = c.end = begin;
-    if (begin != nullptr) {
-      c.next = begin + from;
-      c.end = c.next + std::min(part, prefetch_per_thread_.load(std::memory_order_relaxed));
-    }
+    c.begin = prefetch_begin_.load(std::memory_order_relaxed);
+    c.bytes = prefetch_bytes_.load(std::memory_order_relaxed);
+    c.parts = prefetch_streams_.load(std::memory_order_relaxed);
+    c.each = prefetch_per_thread_.load(std::memory_order_relaxed) / static_cast<std::size_t>(c.parts);
+    c.at = 0;
+    start_part(c, index);
   }
-  if (c.next >= c.end) return false;
+  while (c.next >= c.end) {
+    if (c.at + 1 >= c.parts) return false;
+    ++c.at;
+    start_part(c, index);
+  }
   for (int k = 0; k < lines_per_turn && c.next < c.end; ++k, c.next += line) __builtin_prefetch(c.next, 0, 2);
   return true;
 }

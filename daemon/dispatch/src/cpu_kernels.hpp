@@ -9,6 +9,10 @@ void matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, th
 // After a decode step's product with w: learns the order of the step's products and points the
 // pool's waiting threads at the matrix that comes next (cpu_product_order.cpp).
 void after_product(const weight& w, std::int64_t n_tokens, thread_pool& pool);
+// A decode kernel that reads each thread's share of its product as several regions in step
+// (two streams: the matrix's first half beside its second) says so, from the thread that runs
+// the product, for after_product's next hint about that matrix (1 when none says).
+void note_decode_streams(int streams) noexcept;
 // The dequantize-and-dot reference for every type (matmul takes an exact or SIMD one first).
 void generic_matmul(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 // op_table::matmul_parts: each run of parts placed together (packed_together) as one matrix.

@@ -6,6 +6,7 @@
 // memory bus idles through them unless something reads ahead.
 #include <cstdlib>
 #include <unordered_map>
+#include <utility>
 
 #include "cpu_kernels.hpp"
 
@@ -29,7 +30,10 @@ std::size_t ahead_per_thread() {
 struct region {
   const std::byte* begin = nullptr;
   std::size_t bytes = 0;
+  int streams = 1;  // regions each thread's share is read as (note_decode_streams)
 };
+
+thread_local int decode_streams = 1;  // of the product running on this thread
 
 // The bytes a product with w streams: the packed layout where there is one.
 region read_by_product(const weight& w) {
@@ -49,17 +53,21 @@ constexpr std::size_t max_remembered = 1 << 14;  // products; past it the order 
 
 }  // namespace
 
+void note_decode_streams(int streams) noexcept { decode_streams = streams; }
+
 void after_product(const weight& w, std::int64_t n_tokens, thread_pool& pool) {
+  const int streams = std::exchange(decode_streams, 1);
   if (n_tokens > max_decode_rows || pool.size() < 2) return;
-  const region r = read_by_product(w);
+  region r = read_by_product(w);
   if (r.begin == nullptr) return;
+  r.streams = streams;
   if (order.last != nullptr && order.last != r.begin) {
     if (order.next.size() >= max_remembered) order.next.clear();
     order.next[order.last] = r;
   }
   order.last = r.begin;
   if (const auto it = order.next.find(r.begin); it != order.next.end()) {
-    pool.prefetch_while_waiting(it->second.begin, it->second.bytes, ahead_per_thread());
+    pool.prefetch_while_waiting(it->second.begin, it->second.bytes, ahead_per_thread(), it->second.streams);
   }
 }
 

@@ -28,11 +28,27 @@ namespace {
 constexpr std::size_t x16_pair = 2 * 16 * sizeof(gguf::block_q4_0), x16_quants = 64;
 static_assert(x16_pair == 9 * cache_line && x16_quants + 2 * 4 * 64 == x16_pair);
 
+// Q4_0's quants q - 8 as q (0..15), IQ4_NL's as table value + 128: chunk c of the 4 registers
+// of a block's quants, low nibbles at c and high ones at 4 + c.
+template <bool Nl>
+SPITE_AVX512 inline void unpack_block(const std::byte* quants, __m512i table, __m512i* chunk) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512i v = _mm512_load_si512(quants + 64 * i);
+    chunk[i] = _mm512_and_si512(v, m4);
+    chunk[4 + i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if constexpr (Nl) {
+      chunk[i] = _mm512_shuffle_epi8(table, chunk[i]);
+      chunk[4 + i] = _mm512_shuffle_epi8(table, chunk[4 + i]);
+    }
+  }
+}
+
 // K activation rows from t0 against a group of 16 rows.
 template <int K, bool Nl>
 SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0, std::int64_t out,
-                         bool decode, float* y16) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+                         float* y16) {
   [[maybe_unused]] const __m512i table = Nl ? iq4_nl_values_plus_128() : _mm512_setzero_si512();
   __m512 acc[K];
 #pragma GCC unroll 4
@@ -40,24 +56,9 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* pair = group + static_cast<std::size_t>(b / 2) * x16_pair;
     const std::size_t h = static_cast<std::size_t>(b % 2);
-    if (decode) {
-      // The pair 8 ahead (4.6 KB), half its lines per block: the hardware prefetchers alone lag
-      // behind this stream (as for the 8-row layout, 32 blocks ahead).
-      for (std::size_t l = 5 * h; l < 5 + 4 * h; ++l) prefetch_l1(pair + 8 * x16_pair + cache_line * l);
-    }
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * h)));
-    const std::byte* quants = pair + x16_quants + 256 * h;
     __m512i chunk[8];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      const __m512i v = _mm512_load_si512(quants + 64 * i);
-      chunk[i] = _mm512_and_si512(v, m4);
-      chunk[4 + i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-      if constexpr (Nl) {
-        chunk[i] = _mm512_shuffle_epi8(table, chunk[i]);
-        chunk[4 + i] = _mm512_shuffle_epi8(table, chunk[4 + i]);
-      }
-    }
+    unpack_block<Nl>(pair + x16_quants + 256 * h, table, chunk);
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) {
       const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
@@ -76,6 +77,52 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
   }
 #pragma GCC unroll 4
   for (int k = 0; k < K; ++k) _mm512_storeu_ps(y16 + (t0 + k) * out, acc[k]);
+}
+
+// Decode: activation row t against S groups read in step, block by block (S = 2: a group of
+// the matrix's first half beside one of its second, by_group_pairs), each activation dword
+// broadcast once for them; each group's pair 8 ahead (4.6 KB) fetched meanwhile, half its
+// lines per block, as the hardware prefetchers alone lag behind such a stream. As one stream
+// this read 80-84 % of a plain read of the same bytes from memory for rows of 4096 elements and
+// more (Q4_0:5632:2048 and 8192:2048, one thread, Zen 5) against 85-95 % for 2048; as two,
+// 92-98 % for all (`spitectl bench --matmul ... --cold`, docs/performance.md).
+template <int S, bool Nl>
+SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, std::int64_t t,
+                           float* const* y16) {
+  [[maybe_unused]] const __m512i table = Nl ? iq4_nl_values_plus_128() : _mm512_setzero_si512();
+  __m512 acc[S];
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::size_t i = static_cast<std::size_t>(t * nb + b), h = static_cast<std::size_t>(b % 2);
+    const std::int8_t* x = xb.qs(i);
+    __m512i xv[8];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      xv[c] = _mm512_set1_epi32(load_u32(x + 4 * c));
+      xv[4 + c] = _mm512_set1_epi32(load_u32(x + 16 + 4 * c));
+    }
+    const __m512i offset = _mm512_set1_epi32(Nl ? 16 * xb.sum8[i] : xb.sum8[i]);
+    const __m512 dx = _mm512_set1_ps(xb.d[i]);
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) {
+      const std::byte* pair = groups[s] + static_cast<std::size_t>(b / 2) * x16_pair;
+      for (std::size_t l = 5 * h; l < 5 + 4 * h; ++l) prefetch_l1(pair + 8 * x16_pair + cache_line * l);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * h)));
+      __m512i chunk[8];
+      unpack_block<Nl>(pair + x16_quants + 256 * h, table, chunk);
+      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        s0 = _mm512_dpbusd_epi32(s0, chunk[c], xv[c]);
+        s1 = _mm512_dpbusd_epi32(s1, chunk[4 + c], xv[4 + c]);
+      }
+      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), offset);
+      acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), acc[s]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) _mm512_storeu_ps(y16[s], acc[s]);
 }
 
 template <class Block>
@@ -114,11 +161,18 @@ bool matmul_q4_0_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_token
   const std::int64_t nb = w.in / qk0;
   const std::size_t group_bytes = static_cast<std::size_t>((nb + 1) / 2) * x16_pair;
   const auto run = [&]<bool Nl>() {
+    if (n_tokens == 1) {
+      by_group_pairs<16>(
+          w.out / 16, 1, y, pool, [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * group_bytes; },
+          [&](const std::byte* const* both, std::int64_t t, float* const* ys) { decode16<2, Nl>(both, nb, xb, t, ys); },
+          [&](const std::byte* group, std::int64_t t, float* y16) { decode16<1, Nl>(&group, nb, xb, t, &y16); });
+      return;
+    }
     x16_for_groups(w, group_bytes, q8_0_batch::row_bytes(nb), n_tokens, pool,
                    [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
                      std::int64_t t = t0;
-                     for (; t + 4 <= t1; t += 4) tile16<4, Nl>(group, nb, xb, t, w.out, false, y + o);
-                     for (; t < t1; ++t) tile16<1, Nl>(group, nb, xb, t, w.out, t1 - t0 == 1, y + o);
+                     for (; t + 4 <= t1; t += 4) tile16<4, Nl>(group, nb, xb, t, w.out, y + o);
+                     for (; t < t1; ++t) tile16<1, Nl>(group, nb, xb, t, w.out, y + o);
                    });
   };
   if (nl) {

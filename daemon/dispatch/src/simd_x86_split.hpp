@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu_kernels.hpp"
 #include "spite/core/thread_pool.hpp"
 
 namespace spite::dispatch::cpu::x86 {
@@ -69,25 +70,26 @@ void by_groups_and_token_blocks(std::int64_t groups, std::int64_t n_tokens, std:
   });
 }
 
-// Decode over groups of 8 rows [0, groups), the group at g starting at group_at(g) and its
-// outputs at y + 8 g: the matrix read as two streams in step, its first half beside its second.
+// Decode over groups of Rows rows [0, groups), the group at g starting at group_at(g) and its
+// outputs at y + Rows g: the matrix read as two streams in step, its first half beside its second.
 // The threads share out the pairs, so each reads two contiguous runs (chunks of a thread's share
 // continue both): pair(groups, t, ys) for activation row t against groups a and a + groups / 2,
 // one(group, t, y) for the last group of an odd count. Measured on a Zen 3 core (AVX2), the
 // packed decode sequence read 80-86 % of a plain read's bandwidth as one stream and 99-103 % as
 // two (`spitectl bench --ceilings` times the one).
-template <class GroupAt, class Pair, class One>
+template <int Rows = 8, class GroupAt, class Pair, class One>
 void by_group_pairs(std::int64_t groups, std::int64_t n_tokens, float* y, thread_pool& pool, const GroupAt& group_at,
                     const Pair& pair, const One& one) {
   const std::int64_t half = groups / 2;
+  note_decode_streams(2);
   pool.parallel_for(half + groups % 2, [&](std::int64_t begin, std::int64_t end, int) {
     for (std::int64_t a = begin; a < end; ++a) {
       if (a == half) {  // the odd one out
-        for (std::int64_t t = 0; t < n_tokens; ++t) one(group_at(2 * half), t, y + 8 * (2 * half));
+        for (std::int64_t t = 0; t < n_tokens; ++t) one(group_at(2 * half), t, y + Rows * (2 * half));
         continue;
       }
       const std::byte* both[2] = {group_at(a), group_at(a + half)};
-      float* ys[2] = {y + 8 * a, y + 8 * (a + half)};
+      float* ys[2] = {y + Rows * a, y + Rows * (a + half)};
       for (std::int64_t t = 0; t < n_tokens; ++t) pair(both, t, ys);
     }
   });
@@ -100,6 +102,7 @@ template <class Split, class Pair, class Row>
 void by_row_pair_streams(std::int64_t out, std::int64_t n_tokens, thread_pool& pool, const Split& split, const Pair& pair,
                          const Row& row) {
   const std::int64_t pairs = out / 2, half = pairs / 2;
+  note_decode_streams(2);
   pool.parallel_for(half + pairs % 2 + out % 2, [&](std::int64_t begin, std::int64_t end, int) {
     for (std::int64_t a = begin; a < end; ++a) {
       for (std::int64_t t = 0; t < n_tokens; ++t) {

@@ -217,15 +217,23 @@ TEST_CASE("thread pool: pin_as puts a thread of one's own where a pool's thread 
 TEST_CASE("thread pool: regions to prefetch between jobs, of any size or none, leave every job whole") {
   spite::thread_pool pool(3);
   std::vector<std::byte> next_matrix(3 << 20);
-  const std::pair<const void*, std::size_t> regions[] = {
-      {next_matrix.data(), next_matrix.size()},  // the usual: each thread the front of its third
-      {next_matrix.data(), 2},                   // fewer bytes than threads
-      {nullptr, 0},                              // none
-      {reinterpret_cast<const void*>(std::uintptr_t{1} << 46), std::size_t{1} << 40},  // never mapped: prefetches do not fault
+  struct region {
+    const void* begin;
+    std::size_t bytes;
+    int streams;
+  };
+  const region regions[] = {
+      {next_matrix.data(), next_matrix.size(), 1},  // the usual: each thread the front of its third
+      {next_matrix.data(), next_matrix.size(), 2},  // read as two streams: sixths 0 and 3, 1 and 4, 2 and 5
+      {next_matrix.data(), next_matrix.size(), 9},  // more streams than a thread keeps apart: as 4
+      {next_matrix.data(), 2, 2},                   // fewer bytes than parts
+      {nullptr, 0, 1},                              // none
+      {nullptr, 4096, 0},                           // none, and no stream: as 1
+      {reinterpret_cast<const void*>(std::uintptr_t{1} << 46), std::size_t{1} << 40, 2},  // never mapped: prefetches do not fault
   };
   for (int round = 0; round < 20; ++round) {
-    for (const auto& [begin, bytes] : regions) {
-      pool.prefetch_while_waiting(begin, bytes, 256 << 10);
+    for (const auto& [begin, bytes, streams] : regions) {
+      pool.prefetch_while_waiting(begin, bytes, 256 << 10, streams);
       constexpr std::int64_t n = 777;
       std::vector<std::atomic<int>> seen(static_cast<std::size_t>(n));
       pool.parallel_for(n, [&](std::int64_t b, std::int64_t e, int) {

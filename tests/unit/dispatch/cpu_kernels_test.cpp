@@ -129,7 +129,8 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
       const std::vector<std::int64_t> ins = block == 32 ? std::vector<std::int64_t>{block, 3 * block, 5 * block}
                                                         : std::vector<std::int64_t>{block, 3 * block};
       for (const std::int64_t in : ins) {
-        // 48: the 16-row groups of the AVX-512 layouts (all but Q8_0). Decode reads rows in
+        // 48: the 16-row groups of the AVX-512 layouts (all but Q8_0); decode of 16-row Q4_0 and
+        // IQ4_NL takes the first group beside the second and the third alone. Decode reads rows in
         // pairs from both halves of a matrix: 10 and 13 leave a pair and a row over, 24 and 40
         // a group of 8.
         for (const std::int64_t out : {8, 10, 13, 24, 40, 48}) {

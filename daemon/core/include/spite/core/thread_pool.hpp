@@ -54,14 +54,15 @@ class thread_pool {
   // works too. Calls must not be nested or made from two threads at once.
   void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t, int)>& fn);
 
-  // Memory the threads pull toward their caches while they wait for a hand-off: thread i the
-  // front (up to `per_thread` bytes) of the i-th of size() equal parts of [begin, begin + bytes),
-  // the part parallel_for would give it first. A decode step's next weight matrix: the bus then
-  // keeps streaming while the small operations between two products run and the threads wait
-  // on each other, and each thread starts its share of that product from its cache. Replaces
-  // the region given before; only a hint (a prefetch never faults, whatever the address).
-  // Called from the thread that calls parallel_for.
-  void prefetch_while_waiting(const void* begin, std::size_t bytes, std::size_t per_thread) noexcept;
+  // Memory the threads pull toward their caches while they wait for a hand-off: a decode step's
+  // next weight matrix, so that the bus keeps streaming while the small operations between two
+  // products run and the threads wait on each other, and each thread starts its share of that
+  // product from its cache. [begin, begin + bytes) is cut into size() x `streams` equal parts,
+  // and thread i takes the front (up to per_thread / streams bytes) of parts i, i + size(), ...:
+  // where parallel_for's split starts it on a product read as that many regions in step.
+  // Replaces the region given before; only a hint (a prefetch never faults, whatever the
+  // address). Called from the thread that calls parallel_for.
+  void prefetch_while_waiting(const void* begin, std::size_t bytes, std::size_t per_thread, int streams = 1) noexcept;
 
  private:
   void worker(int index);
@@ -94,12 +95,18 @@ class thread_pool {
   // its part when it sees a new generation), and each thread's position in its part.
   std::atomic<const char*> prefetch_begin_{nullptr};
   std::atomic<std::size_t> prefetch_bytes_{0}, prefetch_per_thread_{0};
+  std::atomic<int> prefetch_streams_{1};
   std::atomic<std::uint64_t> prefetch_generation_{0};
+  static constexpr int max_prefetch_streams = 4;
   struct alignas(64) prefetch_cursor {
-    const char* next = nullptr;
+    const char* next = nullptr;  // in part `at` of the thread's parts
     const char* end = nullptr;
+    int at = 0, parts = 0;
+    const char* begin = nullptr;
+    std::size_t bytes = 0, each = 0;  // the region and the bytes taken from each part
     std::uint64_t seen = 0;
   };
+  void start_part(prefetch_cursor& c, int index) const noexcept;
   std::vector<prefetch_cursor> prefetch_cursors_;  // one per thread, the caller's first
   std::vector<int> cpus_;                   // pinning: the CPUs of thread 0, 1, ...; empty: none
   std::atomic<std::thread::id> pinned_caller_{};
