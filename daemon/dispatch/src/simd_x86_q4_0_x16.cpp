@@ -45,10 +45,21 @@ SPITE_AVX512 inline void unpack_block(const std::byte* quants, __m512i table, __
   }
 }
 
-// K activation rows from t0 against a group of 16 rows.
+// Block h of a pair's share of the pair 8 ahead (4.6 KB), half its lines: the hardware
+// prefetchers alone lag behind such a stream.
+inline void fetch_ahead(const std::byte* pair, std::size_t h) {
+  for (std::size_t l = 5 * h; l < 5 + 4 * h; ++l) prefetch_l1(pair + 8 * x16_pair + cache_line * l);
+}
+
+// K activation rows from t0 against a group of 16 rows; with `fetch`, each block fetches its
+// share of the pair 8 ahead, as decode16 does (the first tile of a group and block of
+// activation rows, which reads the group from memory; the later ones find it in the caches).
+// Without it, four sequences decoding together (`bench --parallel 4`, TinyLlama Q4_0, two
+// threads, Zen 5) ran at 149-151 t/s, compute and memory one after the other (Q4_0:2048:11264,
+// 4 rows, from memory: 54-56 % of a plain read's speed); with it 210-212 t/s (66-68 %).
 template <int K, bool Nl>
 SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0, std::int64_t out,
-                         float* y16) {
+                         bool fetch, float* y16) {
   [[maybe_unused]] const __m512i table = Nl ? iq4_nl_values_plus_128() : _mm512_setzero_si512();
   __m512 acc[K];
 #pragma GCC unroll 4
@@ -56,6 +67,7 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* pair = group + static_cast<std::size_t>(b / 2) * x16_pair;
     const std::size_t h = static_cast<std::size_t>(b % 2);
+    if (fetch) fetch_ahead(pair, h);
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * h)));
     __m512i chunk[8];
     unpack_block<Nl>(pair + x16_quants + 256 * h, table, chunk);
@@ -81,8 +93,7 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
 
 // Decode: activation row t against S groups read in step, block by block (S = 2: a group of
 // the matrix's first half beside one of its second, by_group_pairs), each activation dword
-// broadcast once for them; each group's pair 8 ahead (4.6 KB) fetched meanwhile, half its
-// lines per block, as the hardware prefetchers alone lag behind such a stream. As one stream
+// broadcast once for them; each group's pair 8 ahead fetched meanwhile (fetch_ahead). As one stream
 // this read 80-84 % of a plain read of the same bytes from memory for rows of 4096 elements and
 // more (Q4_0:5632:2048 and 8192:2048, one thread, Zen 5) against 85-95 % for 2048; as two,
 // 92-98 % for all (`spitectl bench --matmul ... --cold`, docs/performance.md).
@@ -107,7 +118,7 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
       const std::byte* pair = groups[s] + static_cast<std::size_t>(b / 2) * x16_pair;
-      for (std::size_t l = 5 * h; l < 5 + 4 * h; ++l) prefetch_l1(pair + 8 * x16_pair + cache_line * l);
+      fetch_ahead(pair, h);
       const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * h)));
       __m512i chunk[8];
       unpack_block<Nl>(pair + x16_quants + 256 * h, table, chunk);
@@ -171,8 +182,8 @@ bool matmul_q4_0_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_token
     x16_for_groups(w, group_bytes, q8_0_batch::row_bytes(nb), n_tokens, pool,
                    [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
                      std::int64_t t = t0;
-                     for (; t + 4 <= t1; t += 4) tile16<4, Nl>(group, nb, xb, t, w.out, y + o);
-                     for (; t < t1; ++t) tile16<1, Nl>(group, nb, xb, t, w.out, y + o);
+                     for (; t + 4 <= t1; t += 4) tile16<4, Nl>(group, nb, xb, t, w.out, t == t0, y + o);
+                     for (; t < t1; ++t) tile16<1, Nl>(group, nb, xb, t, w.out, t == t0, y + o);
                    });
   };
   if (nl) {
