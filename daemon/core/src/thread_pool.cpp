@@ -226,6 +226,11 @@ void thread_pool::prefetch_while_waiting(const void* begin, std::size_t bytes, s
   prefetch_generation_.fetch_add(1, std::memory_order_release);
 }
 
+thread_pool::prefetch_region thread_pool::prefetch_target() const noexcept {
+  return {prefetch_begin_.load(std::memory_order_relaxed), prefetch_bytes_.load(std::memory_order_relaxed),
+          prefetch_streams_.load(std::memory_order_relaxed)};
+}
+
 // Points c at the front of its thread's part c.at: part index + c.at x size() of the region.
 void thread_pool::start_part(prefetch_cursor& c, int index) const noexcept {
   c.next = c.end = c.begin;

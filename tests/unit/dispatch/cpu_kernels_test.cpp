@@ -740,3 +740,36 @@ TEST_CASE("the SIMD Q8_K activation quantizers give the reference quantizers' by
     CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(spite::gguf::block_q8_K)) == 0);
   }
 }
+
+TEST_CASE("after a decode product the pool's waiting threads are pointed at the matrix that followed it before") {
+  std::mt19937 rng(5);
+  quantized_matrix a = random_matrix(tensor_type::q4_0, 256, 64, rng), b = random_matrix(tensor_type::q4_0, 256, 48, rng);
+  (void)cpu::pack_weight(a.w);
+  (void)cpu::pack_weight(b.w);
+  // The bytes a product streams: the packed layout where this processor has one.
+  const auto* b_bytes = b.w.packed != nullptr ? b.w.packed : b.w.data;
+  const std::size_t b_size = b.w.packed != nullptr ? b.w.packed_size : b.w.row_bytes * static_cast<std::size_t>(b.w.out);
+  spite::thread_pool pool(2);
+  const std::vector<float> x(256, 0.5f);
+  std::vector<float> y(64 * 64);
+  cpu::matmul(a.w, x.data(), 1, y.data(), pool);
+  cpu::matmul(b.w, x.data(), 1, y.data(), pool);
+  cpu::matmul(a.w, x.data(), 1, y.data(), pool);
+  const spite::thread_pool::prefetch_region next = pool.prefetch_target();
+  CHECK(next.begin == b_bytes);
+  CHECK(next.bytes == b_size);
+#if defined(__x86_64__)
+  // The packed Q4_0 decode kernels (8-row AVX2, 16-row AVX-512) read two streams per thread.
+  if (b.w.packed != nullptr) CHECK(next.streams == 2);
+#endif
+  // A batch of activation rows is no decode step: the pool is left pointed where it was.
+  const std::vector<float> batch(256 * 64, 0.25f);
+  cpu::matmul(b.w, batch.data(), 64, y.data(), pool);
+  CHECK(pool.prefetch_target().begin == b_bytes);
+  // One thread waits for nobody: nothing to point it at.
+  spite::thread_pool alone(1);
+  cpu::matmul(a.w, x.data(), 1, y.data(), alone);
+  cpu::matmul(b.w, x.data(), 1, y.data(), alone);
+  cpu::matmul(a.w, x.data(), 1, y.data(), alone);
+  CHECK(alone.prefetch_target().begin == nullptr);
+}

@@ -63,6 +63,13 @@ class thread_pool {
   // Replaces the region given before; only a hint (a prefetch never faults, whatever the
   // address). Called from the thread that calls parallel_for.
   void prefetch_while_waiting(const void* begin, std::size_t bytes, std::size_t per_thread, int streams = 1) noexcept;
+  struct prefetch_region {
+    const void* begin = nullptr;
+    std::size_t bytes = 0;
+    int streams = 1;
+  };
+  // The region last given to prefetch_while_waiting (for tests and diagnostics).
+  prefetch_region prefetch_target() const noexcept;
 
  private:
   void worker(int index);
