@@ -75,15 +75,15 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
     for (int k = 0; k < K; ++k) {
       const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
       const std::int8_t* x = xb.qs(i);
-      // Two chains of four products: chunk c pairs with activation dword c.
-      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+      // sum((q - 8) x) = sum(q x) - 8 sum(x) (IQ4_NL: - 128 sum(x)): the chain starts at the
+      // offset. One chain of eight products per row: the K rows and the next block's chains
+      // keep the multipliers busy, and no adds join two chains.
+      __m512i isum = _mm512_set1_epi32(Nl ? -16 * xb.sum8[i] : -xb.sum8[i]);
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
-        s0 = _mm512_dpbusd_epi32(s0, chunk[c], _mm512_set1_epi32(load_u32(x + 4 * c)));
-        s1 = _mm512_dpbusd_epi32(s1, chunk[4 + c], _mm512_set1_epi32(load_u32(x + 16 + 4 * c)));
+        isum = _mm512_dpbusd_epi32(isum, chunk[c], _mm512_set1_epi32(load_u32(x + 4 * c)));
+        isum = _mm512_dpbusd_epi32(isum, chunk[4 + c], _mm512_set1_epi32(load_u32(x + 16 + 4 * c)));
       }
-      // sum((q - 8) x) = sum(q x) - 8 sum(x); IQ4_NL: - 128 sum(x)
-      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(Nl ? 16 * xb.sum8[i] : xb.sum8[i]));
       acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(xb.d[i])), acc[k]);
     }
   }
@@ -91,49 +91,59 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
   for (int k = 0; k < K; ++k) _mm512_storeu_ps(y16 + (t0 + k) * out, acc[k]);
 }
 
-// Decode: activation row t against S groups read in step, block by block (S = 2: a group of
-// the matrix's first half beside one of its second, by_group_pairs), each activation dword
-// broadcast once for them; each group's pair 8 ahead fetched meanwhile (fetch_ahead). As one stream
-// this read 80-84 % of a plain read of the same bytes from memory for rows of 4096 elements and
-// more (Q4_0:5632:2048 and 8192:2048, one thread, Zen 5) against 85-95 % for 2048; as two,
-// 92-98 % for all (`spitectl bench --matmul ... --cold`, docs/performance.md).
-template <int S, bool Nl>
-SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, std::int64_t t,
-                           float* const* y16) {
+// Decode and small batches: K activation rows from t0 against S groups read in step, block by
+// block (S = 2: a group of the matrix's first half beside one of its second, by_group_pairs),
+// each activation dword broadcast once for them; each group's pair 8 ahead fetched meanwhile
+// (fetch_ahead). As one stream one activation row read 80-84 % of a plain read of the same
+// bytes from memory for rows of 4096 elements and more (Q4_0:5632:2048 and 8192:2048, one
+// thread, Zen 5) against 85-95 % for 2048; as two, 92-98 % for all (`spitectl bench --matmul
+// ... --cold`, docs/performance.md). Four rows share each broadcast between the two groups:
+// tile16<4> broadcasts once per group, and the loads were what held it back.
+template <int S, int K, bool Nl>
+SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
+                           std::int64_t out, float* const* y16) {
   [[maybe_unused]] const __m512i table = Nl ? iq4_nl_values_plus_128() : _mm512_setzero_si512();
-  __m512 acc[S];
+  __m512 acc[S][K];
 #pragma GCC unroll 2
-  for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::size_t i = static_cast<std::size_t>(t * nb + b), h = static_cast<std::size_t>(b % 2);
-    const std::int8_t* x = xb.qs(i);
-    __m512i xv[8];
+  for (int s = 0; s < S; ++s) {
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      xv[c] = _mm512_set1_epi32(load_u32(x + 4 * c));
-      xv[4 + c] = _mm512_set1_epi32(load_u32(x + 16 + 4 * c));
-    }
-    const __m512i offset = _mm512_set1_epi32(Nl ? 16 * xb.sum8[i] : xb.sum8[i]);
-    const __m512 dx = _mm512_set1_ps(xb.d[i]);
+    for (int k = 0; k < K; ++k) acc[s][k] = _mm512_setzero_ps();
+  }
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::size_t h = static_cast<std::size_t>(b % 2);
+    __m512 dw[S];
+    __m512i chunk[S][8];
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
       const std::byte* pair = groups[s] + static_cast<std::size_t>(b / 2) * x16_pair;
       fetch_ahead(pair, h);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * h)));
-      __m512i chunk[8];
-      unpack_block<Nl>(pair + x16_quants + 256 * h, table, chunk);
-      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+      dw[s] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * h)));
+      unpack_block<Nl>(pair + x16_quants + 256 * h, table, chunk[s]);
+    }
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        s0 = _mm512_dpbusd_epi32(s0, chunk[c], xv[c]);
-        s1 = _mm512_dpbusd_epi32(s1, chunk[4 + c], xv[4 + c]);
+    for (int k = 0; k < K; ++k) {
+      const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
+      const std::int8_t* x = xb.qs(i);
+      // sum((q - 8) x) = sum(q x) - 8 sum(x) (IQ4_NL: - 128 sum(x)): each chain starts at it.
+      __m512i isum[S];
+#pragma GCC unroll 2
+      for (int s = 0; s < S; ++s) isum[s] = _mm512_set1_epi32(Nl ? -16 * xb.sum8[i] : -xb.sum8[i]);
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {  // chunk c pairs with activation dword c (low nibbles: 0-3)
+        const __m512i xc = _mm512_set1_epi32(load_u32(x + 4 * c));
+#pragma GCC unroll 2
+        for (int s = 0; s < S; ++s) isum[s] = _mm512_dpbusd_epi32(isum[s], chunk[s][c], xc);
       }
-      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), offset);
-      acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), acc[s]);
+      const __m512 dx = _mm512_set1_ps(xb.d[i]);
+#pragma GCC unroll 2
+      for (int s = 0; s < S; ++s) acc[s][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[s]), _mm512_mul_ps(dw[s], dx), acc[s][k]);
     }
   }
 #pragma GCC unroll 2
-  for (int s = 0; s < S; ++s) _mm512_storeu_ps(y16[s], acc[s]);
+  for (int s = 0; s < S; ++s) {
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) _mm512_storeu_ps(y16[s] + (t0 + k) * out, acc[s][k]);
+  }
 }
 
 template <class Block>
@@ -168,15 +178,27 @@ std::size_t pack_q4_0_x16(weight& w) { return pack16<gguf::block_q4_0>(w); }
 std::size_t pack_iq4_nl_x16(weight& w) { return pack16<gguf::block_iq4_nl>(w); }
 
 bool matmul_q4_0_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, bool nl, float* y, thread_pool& pool) {
+  // Up to here the activation rows go over the matrix as two streams (decode16), each 4 of
+  // them together; more take the tiles of a group at a time by blocks of activation rows.
+  constexpr std::int64_t small_batch = 8;
   if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qk0;
   const std::size_t group_bytes = static_cast<std::size_t>((nb + 1) / 2) * x16_pair;
   const auto run = [&]<bool Nl>() {
-    if (n_tokens == 1) {
+    if (n_tokens <= small_batch) {
+      // Tiles of 4 activation rows (then single ones), each over the pair of groups.
+      const std::int64_t tiles = n_tokens / 4 + n_tokens % 4;
+      const auto tile = [&]<int S>(const std::byte* const* groups, std::int64_t j, float* const* ys) {
+        if (4 * j + 4 <= n_tokens) {
+          decode16<S, 4, Nl>(groups, nb, xb, 4 * j, w.out, ys);
+        } else {
+          decode16<S, 1, Nl>(groups, nb, xb, n_tokens / 4 * 4 + (j - n_tokens / 4), w.out, ys);
+        }
+      };
       by_group_pairs<16>(
-          w.out / 16, 1, y, pool, [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * group_bytes; },
-          [&](const std::byte* const* both, std::int64_t t, float* const* ys) { decode16<2, Nl>(both, nb, xb, t, ys); },
-          [&](const std::byte* group, std::int64_t t, float* y16) { decode16<1, Nl>(&group, nb, xb, t, &y16); });
+          w.out / 16, tiles, y, pool, [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * group_bytes; },
+          [&](const std::byte* const* both, std::int64_t j, float* const* ys) { tile.template operator()<2>(both, j, ys); },
+          [&](const std::byte* group, std::int64_t j, float* y16) { tile.template operator()<1>(&group, j, &y16); });
       return;
     }
     x16_for_groups(w, group_bytes, q8_0_batch::row_bytes(nb), n_tokens, pool,
