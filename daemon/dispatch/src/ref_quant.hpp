@@ -35,6 +35,10 @@ std::span<const exact_matmul> fast_matmuls();
 // the reference's bits) and for comparing them: simd_x86_avx512.cpp.
 bool has_avx512_kernels();
 void set_avx512(bool allowed) noexcept;
+// The same for the AVX-VNNI variants (256-bit VPDPBUSD, where AVX-512 is absent or set aside):
+// simd_x86_avx_vnni.cpp.
+bool has_avx_vnni_kernels();
+void set_avx_vnni(bool allowed) noexcept;
 // Repacks `w` for those kernels where they have a packed layout; the bytes allocated, or 0.
 std::size_t pack_weight(weight& w);
 

@@ -306,7 +306,8 @@ void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* 
   if (w.packed != nullptr && w.packed_rows == 16) {
     if (matmul_q4_0_x16(w, xb, n_tokens, false, y, pool)) return;
   } else if (w.packed != nullptr) {
-    return matmul_q4_0_layout<q4_0_sums>(w, xb, n_tokens, y, pool, avx512_q4_0_tiles());
+    const q4_0_tiles* avx512 = avx512_q4_0_tiles();
+    return matmul_q4_0_layout<q4_0_sums>(w, xb, n_tokens, y, pool, avx512 != nullptr ? avx512 : avx_vnni_q4_0_tiles());
   }
   if (n_tokens < 4) {
     pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {

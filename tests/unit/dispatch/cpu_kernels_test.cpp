@@ -119,10 +119,17 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
   REQUIRE(reference != nullptr);
   REQUIRE(cpu::find_exact_matmul(type) == fast);
   std::mt19937 rng(1234);
-  // Both the AVX-512 variants (where this processor has them) and the AVX2 ones.
-  for (const bool avx512 : {true, false}) {
+  // The AVX-512 variants (where this processor has them), the AVX-VNNI ones of the 8-row
+  // layouts (where it has those) and the AVX2 ones.
+  struct isa {
+    bool avx512, avx_vnni;
+    const char* name;
+  };
+  for (const isa mode : {isa{true, true, "AVX-512"}, isa{false, true, "AVX-VNNI"}, isa{false, false, "AVX2"}}) {
+    const bool avx512 = mode.avx512;
     cpu::set_avx512(avx512);
-    INFO("AVX-512 variants " << (avx512 ? "allowed" : "off"));
+    cpu::set_avx_vnni(mode.avx_vnni);
+    INFO(mode.name << " variants allowed");
     for (const int threads : {1, 3}) {
       spite::thread_pool pool(threads);
       // 5 blocks of 32: past the 4-block spans of packed Q8_0, with blocks left over.
@@ -176,6 +183,7 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
     }
   }
   cpu::set_avx512(true);
+  cpu::set_avx_vnni(true);
 }
 
 }  // namespace
