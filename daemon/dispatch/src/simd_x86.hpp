@@ -540,6 +540,15 @@ constexpr std::size_t q4_K_packed_scales = 32, q4_K_packed_mins = 96, q4_K_packe
 
 // One group of 8 packed rows against activation rows t0.. (1 or 4 of them): rows below `ng`
 // with the GEMM's float order, the others with the GEMV's.
+// Chunk c of sub-block pair j of a packed Q4_K block: the 8 rows' 4 quants of sub-block 2j
+// (lo) and of 2j + 1 (hi), a row per 32-bit lane.
+SPITE_AVX2 inline void q4_K_packed_chunk(const std::byte* blk, int j, int c, __m256i& lo, __m256i& hi) {
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + q4_K_packed_quants + 256 * j + 32 * c));
+  lo = _mm256_and_si256(v, m);
+  hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+}
+
 // The float side of the packed Q4_K tiles, shared by their AVX2 and AVX-512 versions. One
 // activation row's sums for sub-block pair j (rows as lanes, scales applied): GEMM rows add
 // them with one fma each at once, GEMV rows collect them until the super-block ends.
@@ -643,9 +652,13 @@ using q4_K_tile_fn = void (*)(const std::byte* group, std::int64_t nb, const ggu
 // Four activation rows that all take the GEMM's float order (prefill, decode of 4 sequences).
 using q4_K_gemm_fn = void (*)(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
                               std::int64_t out, float* y);
+// Two groups in step against activation row t0 (two streams, by_group_pairs).
+using q4_K_pair_fn = void (*)(const std::byte* const* groups, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
+                              std::int64_t ng, std::int64_t out, float* const* y);
 struct q4_K_tiles {
   q4_K_tile_fn one, four;
   q4_K_gemm_fn gemm4;
+  q4_K_pair_fn pair = nullptr;  // null: decode by groups with `one`
 };
 
 // A Q6_K row unpacked for batches (simd_x86_kquants.cpp unpack_q6_K_row): quants in element
@@ -695,6 +708,8 @@ const q4_0_tiles* avx512_iq4_nl_tiles();
 // it, or when set_avx_vnni(false).
 const q4_0_tiles* avx_vnni_q4_0_tiles();
 const q4_0_tiles* avx_vnni_iq4_nl_tiles();
+// The packed 8-row Q4_K tiles with AVX-VNNI (simd_x86_q4k_packed.inc), the same way.
+const q4_K_tiles* avx_vnni_q4_K_tiles();
 // Q8_0: 4 rows x 4 activation rows from row o and activation row t0 on (reference lane layout).
 using q8_0_tile_fn = void (*)(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0,
                               float* y);

@@ -1,5 +1,5 @@
-// The packed 8-row Q4_0 / IQ4_NL layout (simd_x86.hpp, q4_0_packed_block) on processors with
-// AVX-VNNI but no AVX-512 (Intel's client cores from Alder Lake on): VPDPBUSD on 256-bit
+// The packed 8-row Q4_0 / IQ4_NL and Q4_K layouts (simd_x86.hpp, q4_0_packed_block and
+// q4_K_packed_block) on processors with AVX-VNNI but no AVX-512 (Intel's client cores from Alder Lake on): VPDPBUSD on 256-bit
 // registers takes four u8 x s8 products per int32 lane at once, where AVX2 needs VPMADDUBSW,
 // an int16 addition and, per block, a VPMADDWD to widen. The integer sums are exact either way
 // (AVX2's int16 sums stay below 2^15), so the bits are the AVX2 tiles' and the reference's;
@@ -93,6 +93,46 @@ SPITE_AVX_VNNI void q4_0_groups(const std::byte* const* groups, std::int64_t nb,
   pass.store(y, t0, out);
 }
 
+// Q4_K: sub-block pair j as q4_K_pair_sums of simd_x86_kquants.cpp, the sums in int32 lanes
+// from the start (VPDPBUSD) and each sub-block's scale applied by one VPMULLD (the sums reach
+// 8 x 4 x 15 x 128, times a 6-bit scale: within int32), where AVX2 widens int16 sums by
+// VPMADDWD against scale pairs. The same integers, so the same bits.
+template <int K, int G>
+SPITE_AVX_VNNI inline void q4_K_pair_sums(const std::byte* const* blk, const gguf::block_q8_K* const* x, int j,
+                                          __m256i (&pair)[G][K]) {
+  __m256i a0[G][K], a1[G][K];
+  for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) a0[g][k] = a1[g][k] = _mm256_setzero_si256();
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    __m256i lo[G], hi[G];
+    for (int g = 0; g < G; ++g) q4_K_packed_chunk(blk[g], j, c, lo[g], hi[g]);
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) {
+      const std::int8_t* x0 = x[k]->qs + 64 * j + 4 * c;
+      const __m256i x_lo = _mm256_set1_epi32(load_u32(x0)), x_hi = _mm256_set1_epi32(load_u32(x0 + 32));
+      for (int g = 0; g < G; ++g) {
+        a0[g][k] = _mm256_dpbusd_avx_epi32(a0[g][k], lo[g], x_lo);
+        a1[g][k] = _mm256_dpbusd_avx_epi32(a1[g][k], hi[g], x_hi);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    // Row r's scales of sub-blocks 2j and 2j + 1: bytes r and 8 + r.
+    const std::byte* sc = blk[g] + q4_K_packed_scales + 16 * j;
+    const __m256i s_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i s_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8)));
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) pair[g][k] = _mm256_add_epi32(_mm256_mullo_epi32(a0[g][k], s_lo), _mm256_mullo_epi32(a1[g][k], s_hi));
+  }
+}
+
+#define SPITE_Q4K_PACKED_TARGET SPITE_AVX_VNNI
+#include "simd_x86_q4k_packed.inc"
+#undef SPITE_Q4K_PACKED_TARGET
+
 template <int K, bool Nl>
 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0, std::int64_t out, float* y) {
   q4_0_groups<K, 1, Nl>(&group, nb, xb, t0, out, &y);
@@ -100,6 +140,7 @@ void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, st
 
 constexpr q4_0_tiles k_q4_0{q4_0_tile<1, false>, q4_0_tile<4, false>, q4_0_groups<1, 2, false>};
 constexpr q4_0_tiles k_iq4_nl{q4_0_tile<1, true>, q4_0_tile<4, true>, q4_0_groups<1, 2, true>};
+constexpr q4_K_tiles k_q4_K{q4_K_packed_tile<1>, q4_K_packed_tile<4>, q4_K_packed_gemm4, q4_K_packed_tile_pair};
 
 bool avx_vnni_in_use() {
   static const bool present = has_avx_vnni();
@@ -111,6 +152,7 @@ bool avx_vnni_in_use() {
 namespace x86 {
 const q4_0_tiles* avx_vnni_q4_0_tiles() { return avx_vnni_in_use() ? &k_q4_0 : nullptr; }
 const q4_0_tiles* avx_vnni_iq4_nl_tiles() { return avx_vnni_in_use() ? &k_iq4_nl : nullptr; }
+const q4_K_tiles* avx_vnni_q4_K_tiles() { return avx_vnni_in_use() ? &k_q4_K : nullptr; }
 }  // namespace x86
 
 bool has_avx_vnni_kernels() { return avx_vnni_in_use(); }

@@ -161,152 +161,56 @@ std::size_t pack_q4_K_impl(weight& w) {
   });
 }
 
-// G groups of 8 rows against K activation rows. With G = 2 the two groups lie apart in memory
-// and are read in step, chunk by chunk: two streams, which this core fetches from memory faster
-// than one (matmul_q4_K_packed). Each group sees the same operations in the same order as alone.
+// Sub-block pair j of G packed blocks (blk) against K activation rows (x: their blocks): each
+// row's sum over the pair's two sub-blocks of scale x (q . x), rows as lanes. Each 32-byte chunk
+// is unpacked once for the K rows; the K pairs of int16 sums (at most 8 * 2 * 15 * 128 each per
+// sub-block: no overflow) stay in registers, which 8 unpacked chunks per row would not.
 template <int K, int G>
-SPITE_AVX2 inline void q4_K_packed_groups(const std::byte* const* groups, std::int64_t nb, const gguf::block_q8_K* xq,
-                                          std::int64_t t0, std::int64_t ng, std::int64_t out, float* const* y) {
-  const __m256i m = _mm256_set1_epi8(0x0F);
-  q4_K_row_acc a[G][K];
-  for (auto& ag : a) {
-    for (auto& r : ag) r = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+SPITE_AVX2 inline void q4_K_pair_sums(const std::byte* const* blk, const gguf::block_q8_K* const* x, int j, __m256i (&pair)[G][K]) {
+  __m256i a0[G][K], a1[G][K];
+  for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) a0[g][k] = a1[g][k] = _mm256_setzero_si256();
   }
-  const std::size_t group_bytes = static_cast<std::size_t>(nb) * q4_K_packed_block;
-  const next_group_prefetch ahead0(groups[0] + group_bytes, group_bytes, nb);
-  const next_group_prefetch ahead1(groups[G - 1] + group_bytes, group_bytes, nb);
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::byte* blk[G];
-    q4_K_x_terms terms[G][K];
-    for (int g = 0; g < G; ++g) {
-      blk[g] = groups[g] + static_cast<std::size_t>(b) * q4_K_packed_block;
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g])));
-      const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g] + 16)));
-      for (int k = 0; k < K; ++k) q4_K_terms(xq[(t0 + k) * nb + b], dw, dmw, terms[g][k]);
-    }
-    for (int j = 0; j < 4; ++j) {
-      if (t0 == 0) {
-        ahead0.step(b, j, 4);
-        if constexpr (G == 2) ahead1.step(b, j, 4);
-      }
-      // Each 32-byte chunk unpacked once for the K activation rows; the K pairs of int16 sums
-      // (at most 8 * 2 * 15 * 128 each per sub-block: no overflow) stay in registers, which
-      // 8 unpacked chunks per activation row would not.
-      __m256i a0[G][K], a1[G][K];
+  for (int c = 0; c < 8; ++c) {
+    __m256i lo[G], hi[G];
+    for (int g = 0; g < G; ++g) q4_K_packed_chunk(blk[g], j, c, lo[g], hi[g]);
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) {
+      const std::int8_t* x0 = x[k]->qs + 64 * j + 4 * c;
+      const __m256i x_lo = _mm256_set1_epi32(load_u32(x0)), x_hi = _mm256_set1_epi32(load_u32(x0 + 32));
       for (int g = 0; g < G; ++g) {
-        for (int k = 0; k < K; ++k) a0[g][k] = a1[g][k] = _mm256_setzero_si256();
+        a0[g][k] = _mm256_add_epi16(a0[g][k], _mm256_maddubs_epi16(lo[g], x_lo));
+        a1[g][k] = _mm256_add_epi16(a1[g][k], _mm256_maddubs_epi16(hi[g], x_hi));
+        // Keeps GCC from re-associating the sums into a tree of all 8 chunks' products, which
+        // it then spills to the stack (several times slower for K = 4).
+        __asm__("" : "+x"(a0[g][k]), "+x"(a1[g][k]));
       }
-      for (int c = 0; c < 8; ++c) {
-        __m256i lo[G], hi[G];
-        for (int g = 0; g < G; ++g) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[g] + q4_K_packed_quants + 256 * j + 32 * c));
-          lo[g] = _mm256_and_si256(v, m);
-          hi[g] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
-        }
-        for (int k = 0; k < K; ++k) {
-          const std::int8_t* x0 = xq[(t0 + k) * nb + b].qs + 64 * j + 4 * c;
-          const __m256i x_lo = _mm256_set1_epi32(load_u32(x0)), x_hi = _mm256_set1_epi32(load_u32(x0 + 32));
-          for (int g = 0; g < G; ++g) {
-            a0[g][k] = _mm256_add_epi16(a0[g][k], _mm256_maddubs_epi16(lo[g], x_lo));
-            a1[g][k] = _mm256_add_epi16(a1[g][k], _mm256_maddubs_epi16(hi[g], x_hi));
-            // Keeps GCC from re-associating the sums into a tree of all 8 chunks' products,
-            // which it then spills to the stack (several times slower for K = 4).
-            __asm__("" : "+x"(a0[g][k]), "+x"(a1[g][k]));
-          }
-        }
-      }
-      for (int g = 0; g < G; ++g) {
-        const row_scale_pairs s(reinterpret_cast<const std::uint8_t*>(blk[g] + q4_K_packed_scales) + 16 * j);
-        const __m256i mins =
-            _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g] + q4_K_packed_mins + 16 * j)));
-        for (int k = 0; k < K; ++k) {
-          const __m256i pair = _mm256_add_epi32(_mm256_madd_epi16(a0[g][k], s.lo), _mm256_madd_epi16(a1[g][k], s.hi));
-          q4_K_add_pair(a[g][k], t0 + k < ng, pair, mins, terms[g][k], j);
-        }
-      }
-    }
-    for (int g = 0; g < G; ++g) {
-      for (int k = 0; k < K; ++k) q4_K_end_block(a[g][k], t0 + k < ng, terms[g][k]);
     }
   }
   for (int g = 0; g < G; ++g) {
-    for (int k = 0; k < K; ++k) _mm256_storeu_ps(y[g] + (t0 + k) * out, _mm256_sub_ps(a[g][k].acc, a[g][k].acc_min));
+    const row_scale_pairs s(reinterpret_cast<const std::uint8_t*>(blk[g] + q4_K_packed_scales) + 16 * j);
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) pair[g][k] = _mm256_add_epi32(_mm256_madd_epi16(a0[g][k], s.lo), _mm256_madd_epi16(a1[g][k], s.hi));
   }
 }
 
-template <int K>
-SPITE_AVX2 void q4_K_packed_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
-                                 std::int64_t ng, std::int64_t out, float* y) {
-  q4_K_packed_groups<K, 1>(&group, nb, xq, t0, ng, out, &y);
-}
-
-SPITE_AVX2 void q4_K_packed_tile_pair(const std::byte* const* groups, std::int64_t nb, const gguf::block_q8_K* xq,
-                                      std::int64_t t0, std::int64_t ng, std::int64_t out, float* const* y) {
-  q4_K_packed_groups<1, 2>(groups, nb, xq, t0, ng, out, y);
-}
-
-// Four activation rows that all take the GEMM's float order (the tiles of a prefill): the
-// general tile above carries both orders' accumulators per row, 16 vectors that GCC keeps on
-// the stack, and decides per sub-block pair. Here a block's min terms go first, each row's
-// accumulator loaded once for its 4 pairs, and the quants' sums after the chunks of each pair;
-// each accumulator sees the same operations in the same order as in the general tile.
-SPITE_AVX2 void q4_K_packed_gemm4(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
-                                  std::int64_t out, float* y) {
-  const __m256i m = _mm256_set1_epi8(0x0F);
-  __m256 acc[4], acc_min[4];
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
-  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * q4_K_packed_block,
-                                  static_cast<std::size_t>(nb) * q4_K_packed_block, nb);
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::byte* blk = group + static_cast<std::size_t>(b) * q4_K_packed_block;
-    const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_scales);
-    const gguf::block_q8_K* x[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) x[k] = &xq[(t0 + k) * nb + b];
-    __m256 ds[4];
-    q4_K_gemm4_block_terms(blk, x, ds, acc_min);
-    for (int j = 0; j < 4; ++j) {
-      if (t0 == 0) ahead.step(b, j, 4);
-      __m256i a0[4], a1[4];
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) a0[k] = a1[k] = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + q4_K_packed_quants + 256 * j + 32 * c));
-        const __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-          const std::int8_t* x0 = x[k]->qs + 64 * j + 4 * c;
-          a0[k] = _mm256_add_epi16(a0[k], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(load_u32(x0))));
-          a1[k] = _mm256_add_epi16(a1[k], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(load_u32(x0 + 32))));
-          __asm__("" : "+x"(a0[k]), "+x"(a1[k]));  // as in the general tile: no re-associated tree
-        }
-      }
-      const row_scale_pairs s(sc + 16 * j);
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m256i pair = _mm256_add_epi32(_mm256_madd_epi16(a0[k], s.lo), _mm256_madd_epi16(a1[k], s.hi));
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair), ds[k], acc[k]);
-      }
-    }
-  }
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) _mm256_storeu_ps(y + (t0 + k) * out, _mm256_sub_ps(acc[k], acc_min[k]));
-}
+#define SPITE_Q4K_PACKED_TARGET SPITE_AVX2
+#include "simd_x86_q4k_packed.inc"
+#undef SPITE_Q4K_PACKED_TARGET
 
 void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, std::int64_t ng, float* y,
                         thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
-  const q4_K_tiles avx2{q4_K_packed_tile<1>, q4_K_packed_tile<4>, q4_K_packed_gemm4};
-  const q4_K_tiles* vnni = avx512_q4_K_tiles();
-  const q4_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
+  const q4_K_tiles avx2{q4_K_packed_tile<1>, q4_K_packed_tile<4>, q4_K_packed_gemm4, q4_K_packed_tile_pair};
+  const q4_K_tiles* avx512 = avx512_q4_K_tiles();
+  const q4_K_tiles* fast = avx512 != nullptr ? avx512 : avx_vnni_q4_K_tiles();
+  const q4_K_tiles& tiles = fast != nullptr ? *fast : avx2;
   const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g * nb) * q4_K_packed_block; };
-  if (vnni == nullptr && n_tokens < 4) {
+  if (tiles.pair != nullptr && n_tokens < 4) {
     return by_group_pairs(
         w.out / 8, n_tokens, y, pool, group_at,
-        [&](const std::byte* const* groups, std::int64_t t, float* const* ys) {
-          q4_K_packed_tile_pair(groups, nb, xq, t, ng, w.out, ys);
-        },
+        [&](const std::byte* const* groups, std::int64_t t, float* const* ys) { tiles.pair(groups, nb, xq, t, ng, w.out, ys); },
         [&](const std::byte* group, std::int64_t t, float* yg) { tiles.one(group, nb, xq, t, ng, w.out, yg); });
   }
   const std::int64_t block = token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K));
