@@ -710,6 +710,14 @@ const q4_0_tiles* avx_vnni_q4_0_tiles();
 const q4_0_tiles* avx_vnni_iq4_nl_tiles();
 // The packed 8-row Q4_K tiles with AVX-VNNI (simd_x86_q4k_packed.inc), the same way.
 const q4_K_tiles* avx_vnni_q4_K_tiles();
+// Q8_0 in the file's layout with AVX-VNNI, the work split as matmul_q8_0_like's; false, having
+// done nothing, without it.
+bool matmul_q8_0_avx_vnni(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool);
+// simd_x86_q8_0_packed.cpp: -128 x the sum of each lane's 4 activation quants, 8 int32 per
+// activation block (block i at 8 i): a lane's start that makes VPDPBUSD of the quants + 128
+// (q ^ 0x80 as unsigned) against the activations exactly the lane's sum of q x.
+void q8_0_lane_corrections(const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, thread_pool& pool,
+                           aligned_vector<std::int32_t>& c);
 // Q8_0: 4 rows x 4 activation rows from row o and activation row t0 on (reference lane layout).
 using q8_0_tile_fn = void (*)(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0,
                               float* y);

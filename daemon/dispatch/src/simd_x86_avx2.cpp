@@ -173,6 +173,9 @@ template <class Block>
 void matmul_q8_0_like(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens, pool);
+  if constexpr (std::is_same_v<Block, gguf::block_q8_0>) {
+    if (avx512_q8_0_tiles() == nullptr && matmul_q8_0_avx_vnni(w, xb, n_tokens, y, pool)) return;
+  }
   if (n_tokens < 4) {
     return by_row_pair_streams(
         w.out, n_tokens, pool,

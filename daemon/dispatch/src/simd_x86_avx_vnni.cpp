@@ -133,6 +133,79 @@ SPITE_AVX_VNNI inline void q4_K_pair_sums(const std::byte* const* blk, const ggu
 #include "simd_x86_q4k_packed.inc"
 #undef SPITE_Q4K_PACKED_TARGET
 
+// ---- Q8_0 in the file's layout (simd_x86_avx2.cpp's tiles, their float order): each block's
+// quants flipped to unsigned on the fly (q ^ 0x80 = q + 128) and each lane started at
+// q8_0_lane_corrections', one VPDPBUSD per row and block where AVX2 takes two sign flips,
+// VPMADDUBSW and VPMADDWD.
+
+// R rows (with Split R / 2 from o beside R / 2 from o2) against activation row t (decode_step).
+template <int R, bool Split>
+SPITE_AVX_VNNI void q8_0_decode(const weight& w, std::int64_t o, std::int64_t o2, const q8_0_batch& xb, const std::int32_t* corr,
+                                std::int64_t nb, std::int64_t t, float* y) {
+  const tile_rows<R, Split> at(o, o2, [&](std::int64_t r) { return w.row(r); }, w.row_bytes, nb);
+  const gguf::block_q8_0* rows[R];
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) {
+    rows[r] = reinterpret_cast<const gguf::block_q8_0*>(w.row(at.at[r]));
+    acc[r] = _mm256_setzero_ps();
+  }
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (t == 0) at.step(b);
+    const auto i = static_cast<std::size_t>(t * nb + b);
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
+    const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(corr + 8 * i));
+    const __m256 dx = _mm256_set1_ps(xb.d[i]);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256i wv = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r][b].qs)), flip);
+      const __m256i lanes = _mm256_dpbusd_avx_epi32(c, wv, xv);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(rows[r][b].d)), dx), _mm256_cvtepi32_ps(lanes), acc[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) y[t * w.out + at.at[r]] = reduce8_vec(acc[r]);
+}
+
+// Rows o, o + 1 against 4 activation rows from t0, both rows in each vector (q8_0_tile_2x4).
+SPITE_AVX_VNNI void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_batch& xb, const std::int32_t* corr, std::int64_t nb,
+                                  std::int64_t t0, float* y, bool ahead) {
+  const auto* row0 = reinterpret_cast<const gguf::block_q8_0*>(w.row(o));
+  const auto* row1 = reinterpret_cast<const gguf::block_q8_0*>(w.row(o + 1));
+  __m256 lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const next_group_prefetch next(w.row(o + 4), 2 * w.row_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (ahead) next.step(b);
+    const __m256i wl = _mm256_xor_si256(
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(row1[b].qs), reinterpret_cast<const __m128i*>(row0[b].qs)), flip);
+    const __m256i wh = _mm256_xor_si256(
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(row1[b].qs + 16), reinterpret_cast<const __m128i*>(row0[b].qs + 16)),
+        flip);
+    const __m256 dw = row_pair_scales(row0[b].d, row1[b].d);
+    const __m256 dx = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(&xb.d_by_block[static_cast<std::size_t>(b * xb.tokens + t0)]));
+    const __m256 scale = _mm256_mul_ps(dw, dx);  // [row 0 x act k | row 1 x act k], k = 0..3
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const auto i = static_cast<std::size_t>((t0 + k) * nb + b);
+      const auto* xk = reinterpret_cast<const __m128i*>(xb.qs(i));
+      const auto* ck = reinterpret_cast<const __m128i*>(corr + 8 * i);
+      const __m256i xl = _mm256_broadcastsi128_si256(_mm_load_si128(xk));
+      const __m256i xh = _mm256_broadcastsi128_si256(_mm_load_si128(xk + 1));
+      const __m256 sk = lane_broadcast(scale, k);
+      lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(_mm256_broadcastsi128_si256(_mm_load_si128(ck)), wl, xl)), lo[k]);
+      hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(_mm256_broadcastsi128_si256(_mm_load_si128(ck + 1)), wh, xh)), hi[k]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    y[(t0 + k) * w.out + o] = reduce8_vec(_mm256_permute2f128_ps(lo[k], hi[k], 0x20));
+    y[(t0 + k) * w.out + o + 1] = reduce8_vec(_mm256_permute2f128_ps(lo[k], hi[k], 0x31));
+  }
+}
+
 template <int K, bool Nl>
 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0, std::int64_t out, float* y) {
   q4_0_groups<K, 1, Nl>(&group, nb, xb, t0, out, &y);
@@ -153,6 +226,46 @@ namespace x86 {
 const q4_0_tiles* avx_vnni_q4_0_tiles() { return avx_vnni_in_use() ? &k_q4_0 : nullptr; }
 const q4_0_tiles* avx_vnni_iq4_nl_tiles() { return avx_vnni_in_use() ? &k_iq4_nl : nullptr; }
 const q4_K_tiles* avx_vnni_q4_K_tiles() { return avx_vnni_in_use() ? &k_q4_K : nullptr; }
+}  // namespace x86
+
+namespace x86 {
+bool matmul_q8_0_avx_vnni(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (!avx_vnni_in_use()) return false;
+  const std::int64_t nb = w.in / qk0;
+  aligned_vector<std::int32_t> corr;
+  q8_0_lane_corrections(xb, nb, n_tokens, pool, corr);
+  const std::int32_t* c = corr.data();
+  if (n_tokens < 4) {
+    by_row_pair_streams(
+        w.out, n_tokens, pool, [&](std::int64_t o, std::int64_t o2, std::int64_t t) { q8_0_decode<4, true>(w, o, o2, xb, c, nb, t, y); },
+        [&](std::int64_t o, std::int64_t t) { q8_0_decode<2, false>(w, o, 0, xb, c, nb, t, y); },
+        [&](std::int64_t o, std::int64_t t) { q8_0_decode<1, false>(w, o, 0, xb, c, nb, t, y); });
+    return true;
+  }
+  by_groups_and_token_blocks((w.out + 3) / 4, n_tokens, token_block(xb.row_bytes(nb) + static_cast<std::size_t>(nb) * 32), pool,
+                             [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+                               const std::int64_t o = 4 * g, rows = std::min<std::int64_t>(4, w.out - o);
+                               by_token_tiles(
+                                   t1 - t0,
+                                   [&](std::int64_t s) {
+                                     if (rows < 4) {
+                                       for (std::int64_t k = 0; k < 4; ++k) {
+                                         for (std::int64_t r = o; r < w.out; ++r) q8_0_decode<1, false>(w, r, 0, xb, c, nb, t0 + s + k, y);
+                                       }
+                                       return;
+                                     }
+                                     for (int h = 0; h < 4; h += 2) q8_0_tile_2x4(w, o + h, xb, c, nb, t0 + s, y, s == 0 && o + 4 + h + 2 <= w.out);
+                                   },
+                                   [&](std::int64_t s) {
+                                     if (rows < 4) {
+                                       for (std::int64_t r = o; r < w.out; ++r) q8_0_decode<1, false>(w, r, 0, xb, c, nb, t0 + s, y);
+                                     } else {
+                                       q8_0_decode<4, false>(w, o, 0, xb, c, nb, t0 + s, y);
+                                     }
+                                   });
+                             });
+  return true;
+}
 }  // namespace x86
 
 bool has_avx_vnni_kernels() { return avx_vnni_in_use(); }

@@ -49,22 +49,6 @@ inline std::size_t scales_at(std::int64_t b) {
   return span_blocks * quants_per_block + static_cast<std::size_t>(b) % span_blocks * scales_per_block;
 }
 
-// -128 x the sum of each lane's 4 activation quants, 8 int32 per activation block (at 8 i).
-SPITE_AVX2 void lane_corrections(const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, thread_pool& pool,
-                                 aligned_vector<std::int32_t>& c) {
-  c.resize(static_cast<std::size_t>(8 * nb * n_tokens));
-  for_each_token(n_tokens, pool, [&](std::int64_t t) SPITE_AVX2 {
-    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-    for (std::int64_t b = 0; b < nb; ++b) {
-      const std::size_t i = static_cast<std::size_t>(t * nb + b);
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
-      // 128 x (x[4L] + ... + x[4L + 3]); |x| <= 127, so the int16 pair sums stay below 2^15.
-      const __m256i sums = dot_lanes(bias, x);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(c.data() + 8 * i), _mm256_sub_epi32(_mm256_setzero_si256(), sums));
-    }
-  });
-}
-
 // y[(t0 + k) * out + r], r < 8, for K activation rows from t0: the group's 8 rows, two per
 // register (row 2p in the low half of acc[p], row 2p + 1 in the high one).
 // What a tile fetches ahead: nothing (the later tiles of a batch, whose group is cached), the
@@ -153,6 +137,21 @@ SPITE_AVX2 void row_avx2(const std::byte* group, std::int64_t nb, const q8_0_bat
 
 }  // namespace
 
+SPITE_AVX2 void q8_0_lane_corrections(const q8_0_batch& xb, std::int64_t nb, std::int64_t n_tokens, thread_pool& pool,
+                                 aligned_vector<std::int32_t>& c) {
+  c.resize(static_cast<std::size_t>(8 * nb * n_tokens));
+  for_each_token(n_tokens, pool, [&](std::int64_t t) SPITE_AVX2 {
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (std::int64_t b = 0; b < nb; ++b) {
+      const std::size_t i = static_cast<std::size_t>(t * nb + b);
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
+      // 128 x (x[4L] + ... + x[4L + 3]); |x| <= 127, so the int16 pair sums stay below 2^15.
+      const __m256i sums = dot_lanes(bias, x);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(c.data() + 8 * i), _mm256_sub_epi32(_mm256_setzero_si256(), sums));
+    }
+  });
+}
+
 std::size_t pack_q8_0(weight& w) {
   if (avx512_q8_0_tiles() == nullptr || w.out % 8 != 0) return 0;  // the layout serves the VNNI kernels
   const std::int64_t nb = w.in / qk0, groups = w.out / 8;
@@ -184,7 +183,7 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
   const std::size_t stride = group_stride(nb);
   const bool vnni = avx512_q8_0_tiles() != nullptr;
   aligned_vector<std::int32_t> corr;
-  if (vnni) lane_corrections(xb, nb, n_tokens, pool, corr);
+  if (vnni) q8_0_lane_corrections(xb, nb, n_tokens, pool, corr);
   const std::size_t x_row_bytes = xb.row_bytes(nb) + static_cast<std::size_t>(nb) * 8 * sizeof(std::int32_t);
   by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(x_row_bytes), pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
     const std::byte* group = w.packed + static_cast<std::size_t>(g) * stride;
