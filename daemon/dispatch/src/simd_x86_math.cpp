@@ -131,13 +131,25 @@ SPITE_AVX2 inline __m256 fold_groups(const __m256 (&p)[8]) {
   return _mm256_add_ps(h0, h1);
 }
 
+// fold_groups of the products x[i] * b(i) of a 64-element row, each exact (f16 values times
+// f16-valued floats): an fma of one product onto another rounds their sum as the separate
+// product and addition do, so groups 0 and 1 go onto 2 and 3 by fmas, with the same bits.
+template <class B>
+SPITE_AVX2 inline __m256 fold_products(const __m256 (&x)[8], const B& b) {
+  const __m256 h0 = _mm256_add_ps(_mm256_fmadd_ps(x[0], b(0), _mm256_mul_ps(x[4], b(4))),
+                                  _mm256_fmadd_ps(x[2], b(2), _mm256_mul_ps(x[6], b(6))));
+  const __m256 h1 = _mm256_add_ps(_mm256_fmadd_ps(x[1], b(1), _mm256_mul_ps(x[5], b(5))),
+                                  _mm256_fmadd_ps(x[3], b(3), _mm256_mul_ps(x[7], b(7))));
+  return _mm256_add_ps(h0, h1);
+}
+
 // One 64-element row as vec_dot_f16 sums it, up to its 8-lane fold: each of the 64 products
-// alone in its lane of group g = e / 16 (an fma onto zero, as the first block's), the groups
-// folded (0 + 2) + (1 + 3) per half and the halves added (reduce16's first step).
+// alone in its lane of group g = e / 16, the groups folded (0 + 2) + (1 + 3) per half and the
+// halves added (reduce16's first step).
 SPITE_AVX2 inline __m256 fold64(const std::uint16_t* a, const __m256 (&b)[8]) {
-  __m256 p[8];
-  for (int i = 0; i < 8; ++i) p[i] = _mm256_fmadd_ps(widen8(a + 8 * i), b[i], _mm256_setzero_ps());
-  return fold_groups(p);
+  __m256 x[8];
+  for (int i = 0; i < 8; ++i) x[i] = widen8(a + 8 * i);
+  return fold_products(x, [&](int i) SPITE_AVX2 { return b[i]; });
 }
 
 // One 128-element row as vec_dot_f16 sums it, up to its 8-lane fold: lane group g = e % 64 / 16
@@ -204,10 +216,7 @@ SPITE_AVX2 std::int64_t dot_f16_rows_heads64(const std::uint16_t* rows, std::int
         for (int e = 0; e < 8; ++e) x[e] = widen8(a + 8 * e);
         for (std::int64_t h = 0; h < hn; ++h) {
           const float* q = b + (h0 + h) * 64;
-          __m256 p[8];
-#pragma GCC unroll 8
-          for (int e = 0; e < 8; ++e) p[e] = _mm256_fmadd_ps(x[e], _mm256_loadu_ps(q + 8 * e), _mm256_setzero_ps());
-          folded[h][k] = fold_groups(p);
+          folded[h][k] = fold_products(x, [&](int e) SPITE_AVX2 { return _mm256_loadu_ps(q + 8 * e); });
         }
       }
       for (std::int64_t h = 0; h < hn; ++h) {

@@ -94,9 +94,10 @@ SPITE_AVX512 inline __m512 fold_4_heads(const __m512 (&k)[4], const float* q) {
 #pragma GCC unroll 4
   for (int h = 0; h < 4; ++h) {
     const float* qh = q + 64 * h;
-    const __m512 p0 = _mm512_mul_ps(k[0], _mm512_loadu_ps(qh)), p1 = _mm512_mul_ps(k[1], _mm512_loadu_ps(qh + 16));
+    // (p0 + p2) + (p1 + p3) with p0 and p1 taken by fmas onto p2 and p3: every product is
+    // exact, so the fma rounds its sum as the addition did (two operations fewer, same bits).
     const __m512 p2 = _mm512_mul_ps(k[2], _mm512_loadu_ps(qh + 32)), p3 = _mm512_mul_ps(k[3], _mm512_loadu_ps(qh + 48));
-    l[h] = _mm512_add_ps(_mm512_add_ps(p0, p2), _mm512_add_ps(p1, p3));
+    l[h] = _mm512_add_ps(_mm512_fmadd_ps(k[0], _mm512_loadu_ps(qh), p2), _mm512_fmadd_ps(k[1], _mm512_loadu_ps(qh + 16), p3));
   }
   // Lanes j + j + 8: chunks (0 + 2, 1 + 3) of two heads side by side.
   const __m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(l[0], l[1], _MM_SHUFFLE(1, 0, 1, 0)),
