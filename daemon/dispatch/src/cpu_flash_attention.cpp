@@ -35,6 +35,21 @@ float accumulate_f16_scalar(float* out, const std::uint16_t* values, std::int64_
   return sum;
 }
 
+float online_max_scalar(float* weight, float* rescale, std::int64_t n, float scale, float max) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float s = weight[i] * scale;
+    if (s > max) {
+      rescale[i] = std::exp(max - s);  // exp(-inf) = 0 for the first key
+      weight[i] = 0.0f;
+      max = s;
+    } else {
+      rescale[i] = 1.0f;
+      weight[i] = s - max;
+    }
+  }
+  return max;
+}
+
 namespace {
 
 constexpr std::int64_t k_tile = 64;  // queries and keys per tile
@@ -181,17 +196,22 @@ void attend_group(const attention_args& a, const shape& sh, const simd_math* sim
     float* weight = w.weight.data() + h * n;  // the raw scores, until they become weights here
     float* rescale = w.rescale.data() + h * n;
     float m = neg_inf;
-    for (std::size_t i = 0; i < n; ++i) {
-      float s = weight[i] * sh.scale;
-      if (a.softcap > 0.0f) s = a.softcap * std::tanh(s);
-      if (s > m) {
-        rescale[i] = std::exp(m - s);  // exp(-inf) = 0 for the first key
-        weight[i] = 0.0f;
-        m = s;
-      } else {
-        rescale[i] = 1.0f;
-        weight[i] = s - m;
+    if (a.softcap > 0.0f) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const float s = a.softcap * std::tanh(weight[i] * sh.scale);
+        if (s > m) {
+          rescale[i] = std::exp(m - s);
+          weight[i] = 0.0f;
+          m = s;
+        } else {
+          rescale[i] = 1.0f;
+          weight[i] = s - m;
+        }
       }
+    } else if (simd != nullptr && simd->online_max != nullptr) {
+      m = simd->online_max(weight, rescale, static_cast<std::int64_t>(n), sh.scale, m);
+    } else {
+      m = online_max_scalar(weight, rescale, static_cast<std::int64_t>(n), sh.scale, m);
     }
     w.m[h] = m;
     exp_nonpositive(simd, weight, weight, static_cast<std::int64_t>(n));

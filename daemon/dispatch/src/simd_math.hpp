@@ -57,7 +57,15 @@ struct simd_math {
   // Null: call dot_f16_rows per head.
   void (*dot_f16_rows_heads)(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
                              const float* b, std::int64_t n, float* out, std::int64_t out_stride, std::int64_t heads) = nullptr;
+  // online_max_scalar's pass (below), with its bits. Null: the scalar one.
+  float (*online_max)(float* weight, float* rescale, std::int64_t n, float scale, float max) = nullptr;
 };
+
+// The online softmax's pass over a head's n raw scores (in weight), from the running maximum
+// `max`: s = weight[i] * scale; where s exceeds the maximum so far, rescale[i] = expf(max - s)
+// (the C library's), weight[i] = 0 and s is the new maximum; elsewhere rescale[i] = 1 and
+// weight[i] = s - max. Returns the maximum after the last key (cpu_flash_attention.cpp).
+float online_max_scalar(float* weight, float* rescale, std::int64_t n, float scale, float max);
 
 const simd_math* fast_math();
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "ref_math.hpp"
 #include "ref_quant.hpp"
@@ -454,6 +455,45 @@ SPITE_AVX2 void gemm_acc(float* c, const float* a, const float* b, std::int64_t 
   for (; i < m; ++i) gemm_rows<1>(c + i * n, a + i * k, b, k, n);
 }
 
+// online_max_scalar 8 keys at a time: the running maximum through each lane by three shifted
+// maxima, the lanes whose score beats the maximum before them found by one comparison (their
+// rescales by the C library's expf, one at a time, as the scalar pass: new maxima are rare after
+// the first keys). A chunk with a NaN score goes the scalar way (max_ps would not keep the
+// scalar comparison's answer for it).
+SPITE_AVX2 float online_max(float* weight, float* rescale, std::int64_t n, float scale, float max) {
+  const __m256 lowest = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), sc = _mm256_set1_ps(scale);
+  const __m256i up1 = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6), up2 = _mm256_setr_epi32(0, 0, 0, 1, 2, 3, 4, 5);
+  const __m256i up4 = _mm256_setr_epi32(0, 0, 0, 0, 0, 1, 2, 3);
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(weight + i), sc);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(s, s, _CMP_UNORD_Q)) != 0) {
+      max = online_max_scalar(weight + i, rescale + i, 8, scale, max);
+      continue;
+    }
+    __m256 v = _mm256_max_ps(s, _mm256_blend_ps(_mm256_permutevar8x32_ps(s, up1), lowest, 0x01));
+    v = _mm256_max_ps(v, _mm256_blend_ps(_mm256_permutevar8x32_ps(v, up2), lowest, 0x03));
+    v = _mm256_max_ps(v, _mm256_blend_ps(_mm256_permutevar8x32_ps(v, up4), lowest, 0x0F));
+    const __m256 before = _mm256_set1_ps(max);
+    const __m256 through = _mm256_max_ps(v, before);  // the maximum after each key
+    const __m256 prior = _mm256_blend_ps(_mm256_permutevar8x32_ps(through, up1), before, 0x01);  // ... before it
+    const __m256 beats = _mm256_cmp_ps(s, prior, _CMP_GT_OQ);
+    _mm256_storeu_ps(weight + i, _mm256_blendv_ps(_mm256_sub_ps(s, through), _mm256_setzero_ps(), beats));
+    _mm256_storeu_ps(rescale + i, _mm256_set1_ps(1.0f));
+    if (int bits = _mm256_movemask_ps(beats); bits != 0) {
+      alignas(32) float sv[8], pv[8];
+      _mm256_store_ps(sv, s);
+      _mm256_store_ps(pv, prior);
+      for (; bits != 0; bits &= bits - 1) {
+        const int l = __builtin_ctz(static_cast<unsigned>(bits));
+        rescale[i + l] = std::exp(pv[l] - sv[l]);
+      }
+    }
+    max = _mm256_cvtss_f32(_mm256_permutevar8x32_ps(through, _mm256_set1_epi32(7)));
+  }
+  return online_max_scalar(weight + i, rescale + i, n - i, scale, max);
+}
+
 bool usable() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
@@ -461,7 +501,7 @@ bool usable() {
 
 constexpr simd_math k_avx2{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
                            swiglu16, dot_f16_blocks, dot_f16_rows, exp_nonpositive, accumulate_f16, gemm_acc,
-                           accumulate_f16_heads, dot_f16_rows_heads};
+                           accumulate_f16_heads, dot_f16_rows_heads, online_max};
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -338,6 +339,37 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     simd->gemm_acc(c.data(), a.data(), b.data(), m, k, n);
     INFO("gemm " << m << " x " << k << " x " << n);
     for (std::size_t i = 0; i < c.size(); ++i) REQUIRE(same_bits(c[i], expected[i]));
+  }
+  // The softmax's pass over the scores: rising runs (a new maximum in most lanes), ties with the
+  // maximum, signed zeros, infinities, a NaN, and lengths off its 8-key chunks, from -inf and
+  // from a running maximum.
+  if (simd->online_max != nullptr) {
+    const float inf = std::numeric_limits<float>::infinity();
+    for (const std::int64_t n : {1, 7, 8, 13, 64, 300}) {
+      for (int pattern = 0; pattern < 5; ++pattern) {
+        std::vector<float> scores(static_cast<std::size_t>(n));
+        for (std::int64_t i = 0; i < n; ++i) {
+          float x = normal(rng) * 4.0f;
+          if (pattern == 1) x = static_cast<float>(i) * 0.25f - 20.0f + normal(rng) * 0.1f;  // mostly rising
+          if (pattern == 2) x = static_cast<float>(i % 5 == 0 ? 3 : (i % 3 == 0 ? -1 : 1)) * (i % 2 == 0 ? 0.0f : 1.0f);  // ties, zeros
+          if (pattern == 2 && i % 7 == 1) x = -0.0f;
+          if (pattern == 3 && i % 11 == 4) x = i % 2 == 0 ? inf : -inf;
+          if (pattern == 4 && i == n / 2) x = std::numeric_limits<float>::quiet_NaN();
+          scores[static_cast<std::size_t>(i)] = x;
+        }
+        for (const float start : {-inf, 2.5f}) {
+          INFO("online max, n " << n << ", pattern " << pattern << ", from " << start);
+          std::vector<float> w_want = scores, w_got = scores;
+          std::vector<float> r_want(scores.size(), -7.0f), r_got = r_want;
+          const float m_want = cpu::online_max_scalar(w_want.data(), r_want.data(), n, 0.125f, start);
+          const float m_got = simd->online_max(w_got.data(), r_got.data(), n, 0.125f, start);
+          CHECK(same_bits(m_got, m_want));
+          std::size_t differ = 0;
+          for (std::size_t i = 0; i < scores.size(); ++i) differ += !same_bits(w_got[i], w_want[i]) + !same_bits(r_got[i], r_want[i]);
+          CHECK(differ == 0);
+        }
+      }
+    }
   }
 }
 
