@@ -56,6 +56,12 @@ void print_machine(const json& r) {
   }
 }
 
+// ", CPU kernels avx2" (the instruction set of the built-in kernels that took the work).
+std::string kernels_note(const json& r) {
+  const std::string set = r.value("cpu_kernels", "");
+  return set.empty() ? std::string() : ", CPU kernels " + set;
+}
+
 void print_report(const json& r) {
   const auto tps = [](const json& s) {
     char buf[64];
@@ -64,8 +70,8 @@ void print_report(const json& r) {
   };
   std::printf("model      : %s (%s, %s, %s)\n", r.value("model", "").c_str(), r.value("arch", "").c_str(),
               r.value("weight_type", "").c_str(), human_bytes(r.value("weight_bytes", 0ULL)).c_str());
-  std::printf("threads    : %d, repetitions %d, load %.3f s, rss %s\n", r.value("threads", 0), r.value("reps", 0),
-              r.value("load_s", 0.0), human_bytes(r.value("rss_bytes", 0ULL)).c_str());
+  std::printf("threads    : %d, repetitions %d, load %.3f s, rss %s%s\n", r.value("threads", 0), r.value("reps", 0),
+              r.value("load_s", 0.0), human_bytes(r.value("rss_bytes", 0ULL)).c_str(), kernels_note(r).c_str());
   print_machine(r);
   std::printf("%-12s %18s   %s\n", "test", "tokens/s", "of the machine");
   if (r.value("n_prompt", 0) > 0) {
@@ -103,7 +109,7 @@ void print_matmul_report(const json& r) {
               static_cast<long long>(r.value("out", 0LL)), static_cast<long long>(r.value("in", 0LL)),
               human_bytes(r.value("weight_bytes", 0ULL)).c_str(), r.value("packed_bytes", 0ULL) > 0 ? ", repacked" : "",
               static_cast<long long>(r.value("tokens", 0LL)), r.value("tokens", 0LL) == 1 ? "" : "s");
-  std::printf("threads    : %d, repetitions %d", r.value("threads", 0), r.value("reps", 0));
+  std::printf("threads    : %d, repetitions %d%s", r.value("threads", 0), r.value("reps", 0), kernels_note(r).c_str());
   if (r.value("copies", 1) > 1) std::printf(", over %d copies of the matrix (from memory)", r.value("copies", 1));
   std::printf("\n");
   if (r.value("bandwidth_gb_per_s", 0.0) > 0) print_machine(r);
@@ -193,7 +199,7 @@ void print_attention_report(const json& r) {
               static_cast<long long>(r.value("head_dim", 0LL)), r.value("flash_attn", false) ? "flash" : "without flash attention",
               static_cast<long long>(r.value("tokens", 0LL)), r.value("tokens", 0LL) == 1 ? "y" : "ies",
               static_cast<long long>(r.value("depth", 0LL)), human_bytes(r.value("kv_bytes", 0ULL)).c_str());
-  std::printf("threads    : %d, repetitions %d", r.value("threads", 0), r.value("reps", 0));
+  std::printf("threads    : %d, repetitions %d%s", r.value("threads", 0), r.value("reps", 0), kernels_note(r).c_str());
   if (r.value("copies", 1) > 1) std::printf(", over %d copies of the cache (from memory)", r.value("copies", 1));
   std::printf("\n");
   std::printf("time       : %.3f ms median (min %.3f, max %.3f), %.2f ns per query head and key it sees\n",

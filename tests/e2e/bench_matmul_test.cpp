@@ -68,6 +68,23 @@ TEST_CASE("bench --matmul times one kernel of any type and reports its GFLOP/s a
   CHECK(text.out.find("GFLOP/s") != std::string::npos);
 }
 
+TEST_CASE("bench reports the instruction set its CPU kernels use, and the AVX-512 switch moves it") {
+  const auto r = run_process({SPITECTL_PATH, "bench", "--matmul", "Q4_0:256:64", "-t", "1", "-r", "1", "--no-probes", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string set = json::parse(r.out).at("cpu_kernels").get<std::string>();
+  CHECK((set == "avx512-vnni" || set == "avx-vnni" || set == "avx2" || set == "neon-dotprod" || set == "reference"));
+  const auto text = run_process({SPITECTL_PATH, "bench", "--matmul", "Q4_0:256:64", "-r", "1", "--no-probes"});
+  CHECK(text.out.find(", CPU kernels " + set) != std::string::npos);
+  if (set == "avx512-vnni") {  // set aside: this processor's next set down
+    const auto off = run_process(
+        {"/usr/bin/env", "SPITE_CPU_AVX512=0", SPITECTL_PATH, "bench", "--matmul", "Q4_0:256:64", "-r", "1", "--no-probes", "--json"});
+    REQUIRE(off.exit_code == 0);
+    const std::string down = json::parse(off.out).at("cpu_kernels").get<std::string>();
+    CHECK((down == "avx-vnni" || down == "avx2"));
+  }
+}
+
 TEST_CASE("bench --matmul --cold rotates over copies of the matrix that together exceed the caches") {
   const auto r = run_process({SPITECTL_PATH, "bench", "--matmul", "Q4_0:4096:1024", "--cold", "-t", "1", "-r", "3", "--no-probes", "--json"});
   INFO(r.err);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "spite/bench/bench.hpp"
+#include "spite/dispatch/tensor.hpp"
 #include "spite/core/half.hpp"
 #include "spite/core/thread_pool.hpp"
 #include "spite/dispatch/ops.hpp"
@@ -132,6 +133,7 @@ nlohmann::json attention_report::to_json() const {
           {"flash_attn", flash},
           {"threads", threads},
           {"reps", reps},
+          {"cpu_kernels", dispatch::cpu_kernel_set()},
           {"kv_bytes", kv_bytes},
           {"copies", copies},
           {"visible_pairs", visible_pairs},

@@ -175,6 +175,7 @@ nlohmann::json matmul_report::to_json() const {
           {"tokens", tokens},
           {"threads", threads},
           {"reps", reps},
+          {"cpu_kernels", dispatch::cpu_kernel_set()},
           {"weight_bytes", weight_bytes},
           {"packed_bytes", packed_bytes},
           {"copies", copies},

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "spite/bench/bench.hpp"
+#include "spite/dispatch/tensor.hpp"
 #include "spite/gguf/types.hpp"
 
 namespace spite::bench {
@@ -229,6 +230,7 @@ nlohmann::json bench_report::to_json() const {
           {"parallel", parallel},
           {"flash_attn", flash_attn},
           {"reps", reps},
+          {"cpu_kernels", dispatch::cpu_kernel_set()},
           {"n_prompt", n_prompt},
           {"n_gen", n_gen},
           {"depth", depth},

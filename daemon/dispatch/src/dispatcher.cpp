@@ -149,6 +149,18 @@ std::size_t place_packed_together(std::span<weight* const> parts) {
   return placed;
 }
 
+const char* cpu_kernel_set() noexcept {
+#if defined(__x86_64__)
+  if (cpu::has_avx512_kernels()) return "avx512-vnni";
+  if (cpu::has_avx_vnni_kernels()) return "avx-vnni";
+  return cpu::fast_matmuls().empty() ? "reference" : "avx2";
+#elif defined(__aarch64__)
+  return cpu::fast_matmuls().empty() ? "reference" : "neon-dotprod";
+#else
+  return "reference";
+#endif
+}
+
 const op_table& cpu_reference_ops() {
   static const op_table table{cpu::matmul, cpu::rms_norm,   cpu::attention, cpu::rope,
                               cpu::swiglu, cpu::geglu,      cpu::swiglu_oai, cpu::matmul_parts};

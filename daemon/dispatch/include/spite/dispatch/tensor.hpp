@@ -76,5 +76,9 @@ std::size_t place_packed_together(std::span<weight* const> parts);
 // Whether b's packed layout directly follows a's, as place_packed_together leaves them.
 bool packed_together(const weight& a, const weight& b) noexcept;
 bool cpu_repack() noexcept;
+// The instruction set the built-in CPU kernels use on this processor: "avx512-vnni",
+// "avx-vnni", "avx2", "neon-dotprod", or "reference" (portable C++ only). Benchmarks report it
+// beside their figures, since the same model runs at very different speeds on each.
+const char* cpu_kernel_set() noexcept;
 
 }  // namespace spite::dispatch
