@@ -109,7 +109,9 @@ def main():
                 batched.append((t, th, json.loads(out)))
             os.remove(model)
 
-    lines = [f"Shape `{a.shape}`, random weights from `spitectl mkmodel`; `spitectl bench -p {a.p} -n {a.n} -r {a.r}`.",
+    kernels = sorted({r.get("cpu_kernels", "") for _, _, r in rows} - {""})
+    made_by = f" CPU kernels: {', '.join(kernels)}." if kernels else ""
+    lines = [f"Shape `{a.shape}`, random weights from `spitectl mkmodel`; `spitectl bench -p {a.p} -n {a.n} -r {a.r}`.{made_by}",
              "",
              "| type | threads | size | pp t/s | of peak FLOP/s | of compute roofline | tg t/s | of bandwidth roofline | "
              "bandwidth GB/s | peak GFLOP/s | 8-bit peak Gop/s |",
