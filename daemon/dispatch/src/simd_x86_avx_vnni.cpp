@@ -1,13 +1,15 @@
-// The packed 8-row Q4_0 / IQ4_NL and Q4_K layouts (simd_x86.hpp, q4_0_packed_block and
-// q4_K_packed_block) on processors with AVX-VNNI but no AVX-512 (Intel's client cores from Alder Lake on): VPDPBUSD on 256-bit
-// registers takes four u8 x s8 products per int32 lane at once, where AVX2 needs VPMADDUBSW,
-// an int16 addition and, per block, a VPMADDWD to widen. The integer sums are exact either way
-// (AVX2's int16 sums stay below 2^15), so the bits are the AVX2 tiles' and the reference's;
-// the float epilogue is q4_0_layout_groups'. Q4_0's quants go in as q (0..15), IQ4_NL's as
-// table value + 128, and the chains start at -8 x sum(x) or -128 x sum(x).
+// AVX-VNNI kernels, for processors that have VPDPBUSD on 256-bit registers but no AVX-512
+// (Intel's client cores from Alder Lake on): the packed 8-row Q4_0 / IQ4_NL and Q4_K layouts
+// (simd_x86.hpp, q4_0_packed_block and q4_K_packed_block) and Q8_0 in the file's layout.
+// VPDPBUSD takes four u8 x s8 products per int32 lane at once, where AVX2 needs VPMADDUBSW, an
+// int16 addition and a VPMADDWD to widen (Q8_0: two sign flips too). The integer sums are exact
+// either way (AVX2's int16 sums stay below 2^15), so the bits are the AVX2 tiles' and the
+// reference's; the float epilogues are shared (q4_0_layout_pass, simd_x86_q4k_packed.inc).
+// Q4_0's quants go in as q (0..15), IQ4_NL's as table value + 128, Q8_0's as q ^ 0x80; the
+// chains start at -8 x sum(x), -128 x sum(x) or q8_0_lane_corrections'.
 // Measured on a Zen 5 core with the AVX-512 kernels off (SPITE_CPU_AVX512=0; it has AVX-VNNI
-// too): Q4_0:2048:5632 decode from cache 37 -> 47 GB/s, 64 activation rows 231 -> 254-260
-// GFLOP/s (`spitectl bench --matmul`, one thread). SPITE_CPU_AVXVNNI=0 keeps AVX2's.
+// too), one thread: Q4_0:2048:5632 decode from cache 37 -> 47 GB/s, 64 activation rows
+// 231 -> 254-260 GFLOP/s (`spitectl bench --matmul`). SPITE_CPU_AVXVNNI=0 keeps AVX2's.
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
@@ -194,9 +196,12 @@ SPITE_AVX_VNNI void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_ba
       const auto* ck = reinterpret_cast<const __m128i*>(corr + 8 * i);
       const __m256i xl = _mm256_broadcastsi128_si256(_mm_load_si128(xk));
       const __m256i xh = _mm256_broadcastsi128_si256(_mm_load_si128(xk + 1));
+      // Lanes 0-3 of both rows start at the activation block's corrections 0-3, lanes 4-7 at 4-7.
+      const __m256i cl = _mm256_broadcastsi128_si256(_mm_load_si128(ck));
+      const __m256i ch = _mm256_broadcastsi128_si256(_mm_load_si128(ck + 1));
       const __m256 sk = lane_broadcast(scale, k);
-      lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(_mm256_broadcastsi128_si256(_mm_load_si128(ck)), wl, xl)), lo[k]);
-      hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(_mm256_broadcastsi128_si256(_mm_load_si128(ck + 1)), wh, xh)), hi[k]);
+      lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(cl, wl, xl)), lo[k]);
+      hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(ch, wh, xh)), hi[k]);
     }
   }
 #pragma GCC unroll 4
@@ -237,32 +242,38 @@ bool matmul_q8_0_avx_vnni(const weight& w, const q8_0_batch& xb, std::int64_t n_
   const std::int32_t* c = corr.data();
   if (n_tokens < 4) {
     by_row_pair_streams(
-        w.out, n_tokens, pool, [&](std::int64_t o, std::int64_t o2, std::int64_t t) { q8_0_decode<4, true>(w, o, o2, xb, c, nb, t, y); },
+        w.out, n_tokens, pool,
+        [&](std::int64_t o, std::int64_t o2, std::int64_t t) { q8_0_decode<4, true>(w, o, o2, xb, c, nb, t, y); },
         [&](std::int64_t o, std::int64_t t) { q8_0_decode<2, false>(w, o, 0, xb, c, nb, t, y); },
         [&](std::int64_t o, std::int64_t t) { q8_0_decode<1, false>(w, o, 0, xb, c, nb, t, y); });
     return true;
   }
-  by_groups_and_token_blocks((w.out + 3) / 4, n_tokens, token_block(xb.row_bytes(nb) + static_cast<std::size_t>(nb) * 32), pool,
+  // Groups of 4 rows (two 2 x 4 tiles per 4 activation rows; a last partial group row by row).
+  const std::size_t x_row_bytes = xb.row_bytes(nb) + static_cast<std::size_t>(nb) * 8 * sizeof(std::int32_t);
+  const auto rows_alone = [&](std::int64_t o, std::int64_t t) {
+    for (std::int64_t r = o; r < w.out; ++r) q8_0_decode<1, false>(w, r, 0, xb, c, nb, t, y);
+  };
+  by_groups_and_token_blocks((w.out + 3) / 4, n_tokens, token_block(x_row_bytes), pool,
                              [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-                               const std::int64_t o = 4 * g, rows = std::min<std::int64_t>(4, w.out - o);
-                               by_token_tiles(
-                                   t1 - t0,
-                                   [&](std::int64_t s) {
-                                     if (rows < 4) {
-                                       for (std::int64_t k = 0; k < 4; ++k) {
-                                         for (std::int64_t r = o; r < w.out; ++r) q8_0_decode<1, false>(w, r, 0, xb, c, nb, t0 + s + k, y);
-                                       }
-                                       return;
-                                     }
-                                     for (int h = 0; h < 4; h += 2) q8_0_tile_2x4(w, o + h, xb, c, nb, t0 + s, y, s == 0 && o + 4 + h + 2 <= w.out);
-                                   },
-                                   [&](std::int64_t s) {
-                                     if (rows < 4) {
-                                       for (std::int64_t r = o; r < w.out; ++r) q8_0_decode<1, false>(w, r, 0, xb, c, nb, t0 + s, y);
-                                     } else {
-                                       q8_0_decode<4, false>(w, o, 0, xb, c, nb, t0 + s, y);
-                                     }
-                                   });
+                               const std::int64_t o = 4 * g;
+                               const bool whole = o + 4 <= w.out;
+                               const auto four = [&](std::int64_t s) {
+                                 if (!whole) {
+                                   for (std::int64_t k = 0; k < 4; ++k) rows_alone(o, t0 + s + k);
+                                   return;
+                                 }
+                                 for (int h = 0; h < 4; h += 2) {
+                                   q8_0_tile_2x4(w, o + h, xb, c, nb, t0 + s, y, s == 0 && o + 4 + h + 2 <= w.out);
+                                 }
+                               };
+                               const auto one = [&](std::int64_t s) {
+                                 if (whole) {
+                                   q8_0_decode<4, false>(w, o, 0, xb, c, nb, t0 + s, y);
+                                 } else {
+                                   rows_alone(o, t0 + s);
+                                 }
+                               };
+                               by_token_tiles(t1 - t0, four, one);
                              });
   return true;
 }
