@@ -6,6 +6,7 @@
 // 8 output rows per float vector for the repacked types, weight blocks unpacked in registers
 // and reused across the activation rows of a batch.
 #include "simd_x86.hpp"
+#include "simd_x86_q4_0_layout.hpp"
 #include "simd_x86_x16.hpp"
 
 #if defined(__x86_64__)

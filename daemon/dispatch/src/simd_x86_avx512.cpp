@@ -5,6 +5,7 @@
 // the float operations are those of the AVX2 kernel, so the bits are the same.
 
 #include "simd_x86_avx512.hpp"
+#include "simd_x86_q4_0_layout.hpp"
 
 #if defined(__x86_64__)
 #include <atomic>

@@ -11,6 +11,7 @@
 // too), one thread: Q4_0:2048:5632 decode from cache 37 -> 47 GB/s, 64 activation rows
 // 231 -> 254-260 GFLOP/s (`spitectl bench --matmul`). SPITE_CPU_AVXVNNI=0 keeps AVX2's.
 #include "simd_x86.hpp"
+#include "simd_x86_q4_0_layout.hpp"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

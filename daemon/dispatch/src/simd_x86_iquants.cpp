@@ -8,6 +8,7 @@
 //   reference repacks (rows a multiple of 8) takes one exact block sum and one fma per block
 //   and output. Other matrices keep the reference's code.
 #include "simd_x86.hpp"
+#include "simd_x86_q4_0_layout.hpp"
 #include "simd_x86_x16.hpp"
 
 #if defined(__x86_64__)
