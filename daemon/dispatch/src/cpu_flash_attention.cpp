@@ -195,25 +195,15 @@ void attend_group(const attention_args& a, const shape& sh, const simd_math* sim
   for (std::size_t h = 0; h < heads; ++h) {
     float* weight = w.weight.data() + h * n;  // the raw scores, until they become weights here
     float* rescale = w.rescale.data() + h * n;
-    float m = neg_inf;
+    // A soft cap scales and caps the scores first; the pass then scales by 1 (exact).
+    float scale = sh.scale;
     if (a.softcap > 0.0f) {
-      for (std::size_t i = 0; i < n; ++i) {
-        const float s = a.softcap * std::tanh(weight[i] * sh.scale);
-        if (s > m) {
-          rescale[i] = std::exp(m - s);
-          weight[i] = 0.0f;
-          m = s;
-        } else {
-          rescale[i] = 1.0f;
-          weight[i] = s - m;
-        }
-      }
-    } else if (simd != nullptr && simd->online_max != nullptr) {
-      m = simd->online_max(weight, rescale, static_cast<std::int64_t>(n), sh.scale, m);
-    } else {
-      m = online_max_scalar(weight, rescale, static_cast<std::int64_t>(n), sh.scale, m);
+      for (std::size_t i = 0; i < n; ++i) weight[i] = a.softcap * std::tanh(weight[i] * sh.scale);
+      scale = 1.0f;
     }
-    w.m[h] = m;
+    const auto keys = static_cast<std::int64_t>(n);
+    w.m[h] = simd != nullptr && simd->online_max != nullptr ? simd->online_max(weight, rescale, keys, scale, neg_inf)
+                                                            : online_max_scalar(weight, rescale, keys, scale, neg_inf);
     exp_nonpositive(simd, weight, weight, static_cast<std::int64_t>(n));
     std::fill_n(a.out + (t * a.n_head + h0 + static_cast<std::int64_t>(h)) * sh.dv, sh.dv, 0.0f);
   }
