@@ -13,6 +13,9 @@ namespace {
 // How long a thread spins for the next hand-off before it sleeps: long enough to cover the gap
 // between two operations of a forward pass, short enough not to burn a core between requests.
 constexpr auto spin_budget = std::chrono::microseconds(200);
+// Waits past this are rarely a gap between two operations (those take a few microseconds) and
+// mostly a thread of ours that is not running: from then on the spinner yields.
+constexpr auto yield_after = std::chrono::microseconds(20);
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,14 +26,38 @@ inline void cpu_relax() noexcept {
 }
 
 // Spins until `ready()` or the budget is spent; true when ready. Each turn does a little of
-// `idle()` (prefetching) or, when it has nothing left to do, pauses.
+// `idle()` (prefetching) or, when it has nothing left to do, pauses; past the first
+// `yield_after` it yields the CPU at each turn instead, so that a thread of ours that the system
+// took off its CPU (another program wants the cores too) runs again here rather than waiting
+// for the budget to run out: yielding returns at once where nothing else wants the CPU.
 template <class Ready, class Idle>
 bool spin_until(const Ready& ready, const Idle& idle) {
-  const auto deadline = std::chrono::steady_clock::now() + spin_budget;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + spin_budget, polite = start + yield_after;
+  bool yielding = false;
   for (int i = 0;; ++i) {
     if (ready()) return true;
-    if (!idle()) cpu_relax();
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return ready();
+    if (idle()) continue;
+    if (yielding) {
+      std::this_thread::yield();
+    } else {
+      cpu_relax();
+    }
+    if (yielding || (i & 63) == 63) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now > deadline) return ready();
+      yielding = now > polite;
+    }
+  }
+}
+
+// For the short waits of the hand-off itself: pause, and after a while give the CPU to whatever
+// else wants it (the thread waited for may be the one not running).
+inline void relax_or_yield(int i) {
+  if (i < 1024) {
+    cpu_relax();
+  } else {
+    std::this_thread::yield();
   }
 }
 
@@ -139,45 +166,53 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
     }
     return;
   }
+  // No worker may still be inside the last job (one that came late scans for work left) while
+  // its ranges are rewritten: announce, then wait for those inside to leave. A worker announces
+  // itself before it looks (seq_cst on both sides: one of the two sees the other).
+  publishing_.store(true, std::memory_order_seq_cst);
+  for (int i = 0; active_.load(std::memory_order_seq_cst) != 0; ++i) relax_or_yield(i);
   job_ = &fn;
   n_ = n;
   for (int i = 0; i < size(); ++i) {
     const share sh = share_of(i);
-    ranges_[static_cast<std::size_t>(i)].items.store(pack_range(static_cast<std::uint64_t>(sh.begin + sh.first),
-                                                                static_cast<std::uint64_t>(sh.end)),
-                                                     std::memory_order_relaxed);
+    ranges_[static_cast<std::size_t>(i)].items.store(
+        pack_range(static_cast<std::uint64_t>(sh.begin), static_cast<std::uint64_t>(sh.end)), std::memory_order_relaxed);
   }
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  remaining_.store(n, std::memory_order_relaxed);
   {
     // Under the mutex, so that a worker about to sleep sees either the new generation or the
     // notification.
     std::lock_guard lock(mu_);
     generation_.fetch_add(1, std::memory_order_release);
   }
+  publishing_.store(false, std::memory_order_release);
   wake_.notify_all();
   run_job(0);
-  auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  // Done when every item is: a worker that has not come to this job by then (the system ran
+  // something else on its CPU) is not waited for.
+  auto all_done = [this] { return remaining_.load(std::memory_order_acquire) == 0; };
   if (!spin_until(all_done, [this] { return prefetch_some(0); })) {
     std::unique_lock lock(mu_);
     done_.wait(lock, all_done);
   }
-  job_ = nullptr;
 }
 
 thread_pool::share thread_pool::share_of(int index) const {
   const auto threads = static_cast<std::int64_t>(size());
-  share sh{n_ * index / threads, n_ * (index + 1) / threads, 0};
-  if (sh.end > sh.begin) sh.first = std::max<std::int64_t>(1, (sh.end - sh.begin) / owner_chunks);
-  return sh;
+  return {n_ * index / threads, n_ * (index + 1) / threads};
+}
+
+void thread_pool::run_chunk(std::int64_t begin, std::int64_t end, int index) {
+  (*job_)(begin, end, index);
+  if (remaining_.fetch_sub(end - begin, std::memory_order_acq_rel) == end - begin && index != 0) {
+    std::lock_guard lock(mu_);  // the caller may be between its check and its wait
+    done_.notify_one();
+  }
 }
 
 void thread_pool::run_job(int index) {
-  const auto& fn = *job_;
   const std::size_t threads = ranges_.size();
   std::atomic<std::uint64_t>& own = ranges_[static_cast<std::size_t>(index)].items;
-  // The first chunk of our share is ours alone: however late this thread starts, it runs it.
-  const share sh = share_of(index);
-  if (sh.first > 0) fn(sh.begin, sh.begin + sh.first, index);
   for (;;) {
     // Our range from the front, in one pass over contiguous memory where the items are laid
     // out in order (a weight's rows): one stream for the hardware prefetchers.
@@ -186,12 +221,13 @@ void thread_pool::run_job(int index) {
       const std::int64_t front = front_of(r), take = std::max<std::int64_t>(1, (back_of(r) - front) / owner_chunks);
       if (own.compare_exchange_weak(r, pack_range(static_cast<std::uint64_t>(front + take), static_cast<std::uint64_t>(back_of(r))),
                                     std::memory_order_relaxed)) {
-        fn(front, front + take, index);
+        run_chunk(front, front + take, index);
         r = own.load(std::memory_order_relaxed);
       }
     }
     // Then half of what is left of the fullest other range, from its back; it becomes ours (and
-    // others may steal from it in turn).
+    // others may steal from it in turn). A thread that has not come yet loses its whole range
+    // this way, the front last.
     bool stole = false;
     while (!stole) {
       std::size_t victim = threads;
@@ -276,12 +312,17 @@ void thread_pool::worker(int index) {
       wake_.wait(lock, has_work);
     }
     if (stop_.load(std::memory_order_acquire)) return;
+    // Announce, then make sure the caller is not rewriting the job (see parallel_for).
+    active_.fetch_add(1, std::memory_order_seq_cst);
+    if (publishing_.load(std::memory_order_seq_cst)) {
+      active_.fetch_sub(1, std::memory_order_release);
+      for (int i = 0; publishing_.load(std::memory_order_acquire); ++i) relax_or_yield(i);
+      continue;
+    }
+    // The job published last; it may be over already (then there is nothing left to claim).
     seen = generation_.load(std::memory_order_acquire);
     run_job(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard lock(mu_);  // the caller may be between its check and its wait
-      done_.notify_one();
-    }
+    active_.fetch_sub(1, std::memory_order_release);
   }
 }
 

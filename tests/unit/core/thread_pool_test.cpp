@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -39,8 +43,15 @@ TEST_CASE("thread pool: a thread held up in its first chunk leaves the rest of i
   constexpr std::int64_t n = 1200;  // shares of 400; thread 1's first chunk is [400, 450)
   std::vector<std::atomic<int>> by_thread(3);
   std::vector<std::atomic<int>> seen(static_cast<std::size_t>(n));
+  // The others start once thread 1 has begun (a late thread's share goes to the others, its
+  // first chunk too): so thread 1's first chunk is the front eighth of its whole share.
+  std::atomic<bool> one_started{false};
   pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int thread) {
-    if (thread == 1 && begin == 400) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (thread == 1 && begin == 400) {
+      one_started = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    while (!one_started) std::this_thread::yield();
     by_thread[static_cast<std::size_t>(thread)] += static_cast<int>(end - begin);
     for (std::int64_t i = begin; i < end; ++i) seen[static_cast<std::size_t>(i)]++;
   });
@@ -55,9 +66,15 @@ TEST_CASE("thread pool: each thread streams through its own share, and one left 
   constexpr std::int64_t n = 4000;  // shares [0, 2000) and [2000, 4000)
   std::mutex mu;
   std::vector<std::pair<std::int64_t, std::int64_t>> by_thread[2];
+  std::atomic<bool> one_started{false};
   pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int thread) {
-    // Thread 1 is held up in its first chunk: thread 0 then works through the rest.
-    if (thread == 1 && begin == 2000) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // Thread 1 is held up in its first chunk: thread 0, which waits until then, works through
+    // the rest.
+    if (thread == 1 && begin == 2000) {
+      one_started = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    while (!one_started) std::this_thread::yield();
     std::lock_guard lock(mu);
     by_thread[thread].emplace_back(begin, end);
   });
@@ -90,6 +107,109 @@ TEST_CASE("thread pool: each thread streams through its own share, and one left 
   CHECK(expected_begin == n);
 }
 
+namespace {
+// A worker made to stop between jobs, as when the system runs something else on its CPU: a
+// signal whose handler blocks on a pipe until the test writes to it.
+int held_pipe[2] = {-1, -1};
+void hold_here(int) {
+  char c;
+  while (read(held_pipe[0], &c, 1) < 0 && errno == EINTR) {
+  }
+}
+}  // namespace
+
+TEST_CASE("thread pool: a worker that does not come to a job does not hold it up: the others do its share") {
+  REQUIRE(pipe(held_pipe) == 0);
+  struct sigaction action {}, previous{};
+  action.sa_handler = hold_here;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  REQUIRE(sigaction(SIGUSR1, &action, &previous) == 0);
+  {
+    spite::thread_pool pool(2);
+    // Learn the worker's thread id (the caller waits in its item until the worker is in its own).
+    std::atomic<pid_t> worker_tid{0};
+    pool.parallel_for(2, [&](std::int64_t, std::int64_t, int thread) {
+      if (thread == 1) worker_tid = static_cast<pid_t>(syscall(SYS_gettid));
+      while (worker_tid == 0) std::this_thread::yield();
+    });
+    // Let it leave that job and wait for the next, then stop it there.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    REQUIRE(syscall(SYS_tgkill, getpid(), worker_tid.load(), SIGUSR1) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // The next job runs to its end on the caller alone, while the worker is stopped; a watchdog
+    // lets the worker go after 10 s, so that a pool that waits for it fails instead of hanging.
+    std::atomic<bool> finished{false}, released{false};
+    std::vector<std::atomic<int>> seen(1000);
+    std::atomic<int> by_worker{0};
+    std::thread watchdog([&] {
+      for (int i = 0; i < 1000 && !finished; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (!finished) {
+        released = true;
+        const char go = 1;
+        if (write(held_pipe[1], &go, 1) != 1) released = false;
+      }
+    });
+    pool.parallel_for(1000, [&](std::int64_t begin, std::int64_t end, int thread) {
+      if (thread != 0) by_worker += static_cast<int>(end - begin);
+      for (std::int64_t i = begin; i < end; ++i) seen[static_cast<std::size_t>(i)]++;
+    });
+    finished = true;
+    watchdog.join();
+    CHECK_FALSE(released);  // the job ended while the worker was still stopped
+    CHECK(by_worker == 0);
+    for (const auto& x : seen) REQUIRE(x.load() == 1);
+    // Let the worker go (unless the watchdog did); the pool works on with both threads.
+    if (!released) {
+      const char go = 1;
+      REQUIRE(write(held_pipe[1], &go, 1) == 1);
+    }
+    std::atomic<int> worker_items{0};
+    std::atomic<int> entered{0};
+    pool.parallel_for(2, [&](std::int64_t, std::int64_t, int thread) {
+      entered++;
+      while (entered < 2) std::this_thread::yield();
+      if (thread == 1) worker_items++;
+    });
+    CHECK(worker_items == 1);
+  }
+  sigaction(SIGUSR1, &previous, nullptr);
+  close(held_pipe[0]);
+  close(held_pipe[1]);
+}
+
+TEST_CASE("thread pool: more threads than CPUs (all on one) still cover every index exactly once") {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  }
+  // A thread of its own on one CPU; the pool's threads inherit its mask, so they take turns and
+  // come late to jobs all the time.
+  std::atomic<int> failures{0};
+  std::thread runner([&] {
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    spite::thread_pool pool(6);
+    for (int round = 0; round < 300; ++round) {
+      const std::int64_t n = 1 + round * 37 % 700;
+      std::vector<std::atomic<int>> seen(static_cast<std::size_t>(n));
+      pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int thread) {
+        if (thread < 0 || thread >= 6) failures++;
+        for (std::int64_t i = begin; i < end; ++i) seen[static_cast<std::size_t>(i)]++;
+      });
+      for (const auto& x : seen) failures += x.load() != 1;
+    }
+  });
+  runner.join();
+  CHECK(failures == 0);
+}
+
 TEST_CASE("thread pool: with pinning each thread, the caller included, runs on one CPU of its own") {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -109,7 +229,11 @@ TEST_CASE("thread pool: with pinning each thread, the caller included, runs on o
     std::mutex mu;
     std::set<int> cpus;
     std::vector<int> mask_sizes;
+    // Each thread waits in its item for the others, so none takes a late one's item.
+    std::atomic<int> entered{0};
     pool.parallel_for(n_threads, [&](std::int64_t, std::int64_t, int) {
+      entered++;
+      while (entered < n_threads) std::this_thread::yield();
       cpu_set_t mine;
       CPU_ZERO(&mine);
       const int rc = pthread_getaffinity_np(pthread_self(), sizeof mine, &mine);
@@ -128,7 +252,10 @@ TEST_CASE("thread pool: with pinning each thread, the caller included, runs on o
   // Pools made with pinning off leave threads free.
   spite::thread_pool free_pool(2);
   std::atomic<int> worker_cpus{-1};
+  std::atomic<int> entered{0};
   free_pool.parallel_for(2, [&](std::int64_t, std::int64_t, int thread) {
+    entered++;
+    while (entered < 2) std::this_thread::yield();
     if (thread == 0) return;
     cpu_set_t mask;
     CPU_ZERO(&mask);

@@ -1,16 +1,20 @@
 // One persistent pool of compute threads. parallel_for gives each thread a contiguous share of
-// [0, n), which it works through from the front in chunks that shrink toward its end (the first
-// one is its own whatever happens); a thread done with its share takes the back half of what is
-// left of the fullest other share, which becomes its own. So each thread streams through one region of memory (the hardware
+// [0, n), which it works through from the front in chunks that shrink toward its end; a thread
+// done with its share takes the back half of what is left of the fullest other share, which
+// becomes its own. So each thread streams through one region of memory (the hardware
 // prefetchers lose their stream at every jump, and a decode step's matrices take 0.05-1 ms),
-// while one slowed down by the host's other load ends up with less. Returns when all are done;
-// no thread is created per operation. Which thread runs a chunk depends on timing, so callers
-// keep results independent of the split (every output element computed by one call).
+// while one slowed down by the host's other load ends up with less. Returns when every item is
+// done, not when every thread has come: a thread the system has taken off its CPU (another
+// program wants the cores, or more threads were asked for than there are CPUs) loses its whole
+// share to the others instead of holding the job until it runs again. No thread is created per
+// operation. Which thread runs a chunk depends on timing, so callers keep results independent
+// of the split (every output element computed by one call).
 //
 // A forward pass calls parallel_for hundreds of times per token, a few microseconds apart, so
 // hand-offs spin first: a worker that finished a job spins on the job counter for a short while
-// before it sleeps on the condition variable, and the caller spins on the pending count before
-// it sleeps. Between requests the threads sleep.
+// before it sleeps on the condition variable, and the caller spins on the count of items left
+// before it sleeps. Past the first microseconds a spinning thread yields the CPU at each turn,
+// so that a thread of ours waiting for a CPU gets this one. Between requests the threads sleep.
 //
 // Optional pinning (set_pinning(true) before pools are made, e.g. from [inference] pin_threads):
 // thread i of a pool runs only on the i-th CPU the process may use, the calling thread counting
@@ -74,6 +78,7 @@ class thread_pool {
  private:
   void worker(int index);
   void run_job(int index);  // runs chunks of the current job, own share first, until none is left
+  void run_chunk(std::int64_t begin, std::int64_t end, int index);  // one claimed chunk, then counts it done
   void pin(int index) const;
   bool prefetch_some(int index) noexcept;  // a few lines of thread index's region; false when none is left
 
@@ -90,13 +95,15 @@ class thread_pool {
   const std::function<void(std::int64_t, std::int64_t, int)>* job_ = nullptr;
   std::vector<range> ranges_;  // one per thread, the caller's first
   std::int64_t n_ = 0;         // items of the current job
-  // Thread i's share [begin, end) of the current job; [begin, begin + first) no other thread takes.
+  // Thread i's share [begin, end) of the current job.
   struct share {
-    std::int64_t begin, end, first;
+    std::int64_t begin, end;
   };
   share share_of(int index) const;
   std::atomic<std::uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<std::int64_t> remaining_{0};  // items of the current job not yet done
+  std::atomic<int> active_{0};               // workers inside a job (claiming, running or scanning)
+  std::atomic<bool> publishing_{false};      // the caller is rewriting the job
   std::atomic<bool> stop_{false};
   // The region of prefetch_while_waiting, published by prefetch_generation_ (each thread takes
   // its part when it sees a new generation), and each thread's position in its part.
