@@ -37,11 +37,12 @@ bool spin_until(const Ready& ready, const Idle& idle) {
   bool yielding = false;
   for (int i = 0;; ++i) {
     if (ready()) return true;
-    if (idle()) continue;
-    if (yielding) {
-      std::this_thread::yield();
-    } else {
-      cpu_relax();
+    if (!idle()) {
+      if (yielding) {
+        std::this_thread::yield();
+      } else {
+        cpu_relax();
+      }
     }
     if (yielding || (i & 63) == 63) {
       const auto now = std::chrono::steady_clock::now();
@@ -202,9 +203,8 @@ thread_pool::share thread_pool::share_of(int index) const {
   return {n_ * index / threads, n_ * (index + 1) / threads};
 }
 
-void thread_pool::run_chunk(std::int64_t begin, std::int64_t end, int index) {
-  (*job_)(begin, end, index);
-  if (remaining_.fetch_sub(end - begin, std::memory_order_acq_rel) == end - begin && index != 0) {
+void thread_pool::count_done(std::int64_t items, int index) {
+  if (items > 0 && remaining_.fetch_sub(items, std::memory_order_acq_rel) == items && index != 0) {
     std::lock_guard lock(mu_);  // the caller may be between its check and its wait
     done_.notify_one();
   }
@@ -216,15 +216,21 @@ void thread_pool::run_job(int index) {
   for (;;) {
     // Our range from the front, in one pass over contiguous memory where the items are laid
     // out in order (a weight's rows): one stream for the hardware prefetchers.
+    // The items done are counted once the range is empty, not per chunk: a job's chunks are
+    // many (an eighth of what is left each time), and sixteen threads counting each on one
+    // cache line cost more than the job's last chunk waits for the count.
     std::uint64_t r = own.load(std::memory_order_relaxed);
+    std::int64_t done = 0;
     while (front_of(r) < back_of(r)) {
       const std::int64_t front = front_of(r), take = std::max<std::int64_t>(1, (back_of(r) - front) / owner_chunks);
       if (own.compare_exchange_weak(r, pack_range(static_cast<std::uint64_t>(front + take), static_cast<std::uint64_t>(back_of(r))),
                                     std::memory_order_relaxed)) {
-        run_chunk(front, front + take, index);
+        (*job_)(front, front + take, index);
+        done += take;
         r = own.load(std::memory_order_relaxed);
       }
     }
+    count_done(done, index);
     // Then half of what is left of the fullest other range, from its back; it becomes ours (and
     // others may steal from it in turn). A thread that has not come yet loses its whole range
     // this way, the front last.

@@ -78,7 +78,7 @@ class thread_pool {
  private:
   void worker(int index);
   void run_job(int index);  // runs chunks of the current job, own share first, until none is left
-  void run_chunk(std::int64_t begin, std::int64_t end, int index);  // one claimed chunk, then counts it done
+  void count_done(std::int64_t items, int index);  // items of the job done by thread index
   void pin(int index) const;
   bool prefetch_some(int index) noexcept;  // a few lines of thread index's region; false when none is left
 
