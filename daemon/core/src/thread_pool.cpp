@@ -1,5 +1,7 @@
 #include "spite/core/thread_pool.hpp"
 
+#include "spite/core/cpu_plan.hpp"
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -107,7 +109,7 @@ void thread_pool::set_pinning(bool on) noexcept {
     // Threads inherit their creator's mask, and a pinned caller would see one CPU: the
     // process's set is taken now, while nothing of ours is pinned.
     std::lock_guard lock(process_cpus_mu);
-    if (process_cpus.empty()) process_cpus = allowed_cpus();
+    if (process_cpus.empty()) process_cpus = make_cpu_plan(allowed_cpus()).order;  // each core once before any twice
   }
   pinning_enabled = on;
 }
@@ -124,8 +126,13 @@ void thread_pool::pin_as(int index) noexcept {
 }
 
 int thread_pool::default_threads() noexcept {
-  const std::size_t usable = allowed_cpus().size();
-  return usable > 0 ? static_cast<int>(usable) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::vector<int> allowed = allowed_cpus();
+  if (allowed.empty()) return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  try {
+    return make_cpu_plan(allowed).default_threads();
+  } catch (...) {  // allocation: fall back to the CPUs themselves
+    return static_cast<int>(allowed.size());
+  }
 }
 
 thread_pool::thread_pool(int n_threads, bool pinned) {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "spite/core/cpu_plan.hpp"
 #include "spite/core/thread_pool.hpp"
 
 TEST_CASE("thread pool: parallel_for covers every index exactly once, many times over") {
@@ -264,11 +265,19 @@ TEST_CASE("thread pool: with pinning each thread, the caller included, runs on o
   CHECK(worker_cpus == n_cpus);
 }
 
-TEST_CASE("thread pool: by default one thread per CPU the process may use, not per CPU of the machine") {
+TEST_CASE("thread pool: by default one thread per core the process may use, not per CPU of the machine") {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
-  CHECK(spite::thread_pool::default_threads() == CPU_COUNT(&allowed));
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  // This machine's own topology and cgroup (cpu_plan_test checks the plan on trees of its own).
+  const int planned = spite::make_cpu_plan(cpus).default_threads();
+  CHECK(spite::thread_pool::default_threads() == planned);
+  CHECK(planned >= 1);
+  CHECK(planned <= CPU_COUNT(&allowed));
   int first = -1;
   for (int c = 0; c < CPU_SETSIZE && first < 0; ++c) {
     if (CPU_ISSET(c, &allowed)) first = c;

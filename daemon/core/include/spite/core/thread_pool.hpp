@@ -17,9 +17,10 @@
 // so that a thread of ours waiting for a CPU gets this one. Between requests the threads sleep.
 //
 // Optional pinning (set_pinning(true) before pools are made, e.g. from [inference] pin_threads):
-// thread i of a pool runs only on the i-th CPU the process may use, the calling thread counting
-// as thread 0 (pinned when it first calls parallel_for), so caches stay warm and two compute
-// threads never share a core while another one idles.
+// thread i of a pool runs only on the i-th CPU the process may use (each core's first CPU before
+// any core's second), the calling thread counting as thread 0 (pinned when it first calls
+// parallel_for), so caches stay warm and two compute threads never share a core while another
+// one idles.
 #pragma once
 
 #include <atomic>
@@ -37,8 +38,9 @@ class thread_pool {
   // n_threads <= 0: default_threads(). With `pinned` false the pool ignores set_pinning
   // (threads of load-time work, which should not tie their caller to one CPU).
   explicit thread_pool(int n_threads, bool pinned = true);
-  // One per CPU this process may run on (its affinity: a container's or a unit's CPU set), not
-  // per CPU of the machine, where more threads would only take turns.
+  // One per core among the CPUs this process may run on (its affinity: a container's or a
+  // unit's CPU set), not per CPU of the machine, where more threads would only take turns, and
+  // no more than its cgroup's CPU quota allows (cpu_plan.hpp).
   static int default_threads() noexcept;
   ~thread_pool();
   thread_pool(const thread_pool&) = delete;
