@@ -1,9 +1,13 @@
 // spitectl bench --matmul: one weight matrix of any GGUF type and shape, random values, timed
 // through the kernels a model's matmuls take; figures consistent with the shape and the time.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -186,4 +190,56 @@ TEST_CASE("bench --ceilings measures each quantized kernel family's instruction 
   CHECK(sequences.empty());
   CHECK(j.at("streamed").empty());
 #endif
+}
+
+namespace {
+// A cgroup with a CPU quota of one CPU's worth of time, v1 (cpu controller) or v2 (cpu.max), where
+// this process may make one (root, a writable hierarchy); "" elsewhere. Removed by the caller.
+struct quota_cgroup {
+  std::string dir, procs;
+  quota_cgroup() {
+    const std::string name = "spite_test_quota_" + std::to_string(::getpid());
+    for (const std::string root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup"}) {
+      const std::string d = root + "/" + name;
+      if (::mkdir(d.c_str(), 0755) != 0) continue;
+      const bool v1 = std::ifstream(d + "/cpu.cfs_quota_us").good();
+      const bool ok = v1 ? static_cast<bool>(std::ofstream(d + "/cpu.cfs_quota_us") << "100000\n") &&
+                               static_cast<bool>(std::ofstream(d + "/cpu.cfs_period_us") << "100000\n")
+                         : std::ifstream(d + "/cpu.max").good() && static_cast<bool>(std::ofstream(d + "/cpu.max") << "100000 100000\n");
+      if (ok) {
+        dir = d;
+        procs = d + "/cgroup.procs";
+        return;
+      }
+      ::rmdir(d.c_str());
+    }
+  }
+  ~quota_cgroup() {
+    if (!dir.empty()) ::rmdir(dir.c_str());
+  }
+  quota_cgroup(const quota_cgroup&) = delete;
+  quota_cgroup& operator=(const quota_cgroup&) = delete;
+};
+}  // namespace
+
+TEST_CASE("bench without -t runs no more threads than its cgroup's CPU quota allows") {
+  const auto plain = run_process({SPITECTL_PATH, "bench", "--matmul", "Q4_0:256:64", "-r", "1", "--no-probes", "--json"});
+  REQUIRE(plain.exit_code == 0);
+  const int by_default = json::parse(plain.out).at("threads").get<int>();
+  CHECK(by_default >= 1);
+  if (by_default < 2) {
+    WARN("skipped: one core here, a quota of one CPU would change nothing");
+    return;
+  }
+  quota_cgroup group;
+  if (group.dir.empty()) {
+    WARN("skipped: no cgroup with a CPU quota can be made here (needs root and a writable cpu hierarchy)");
+    return;
+  }
+  // The shell moves itself into the group, then becomes spitectl.
+  const auto capped = run_process({"/bin/sh", "-c", "echo $$ > \"$0\" && exec \"$1\" bench --matmul Q4_0:256:64 -r 1 --no-probes --json",
+                                   group.procs, SPITECTL_PATH});
+  INFO(capped.err);
+  REQUIRE(capped.exit_code == 0);
+  CHECK(json::parse(capped.out).at("threads").get<int>() == 1);
 }
