@@ -68,7 +68,7 @@ struct model_config {
 };
 
 struct inference_config {
-  std::uint32_t threads = 0;     // 0: all cores
+  std::uint32_t threads = 0;     // 0: one per core within the CPU set and cgroup quota
   std::uint32_t n_ctx = 0;       // 0: the model's default
   std::uint32_t batch_size = 512;
   std::uint64_t memory_limit_mib = 0;  // models must fit in this; 0: what the machine (or cgroup) has available
