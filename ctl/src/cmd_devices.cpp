@@ -6,6 +6,7 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "format.hpp"
+#include "spite/core/cpu_plan.hpp"
 #include "spite/dispatch/devices.hpp"
 
 namespace spite::ctl {
@@ -57,6 +58,7 @@ nlohmann::json devices_json(const dp::device_report& r) {
                         {"detail", b.detail}});
   }
   const auto& c = r.cpu;
+  const spite::cpu_plan compute = spite::make_cpu_plan(spite::affinity_cpus());
   return {{"devices", std::move(devices)},
           {"backends", std::move(backends)},
           {"cpu",
@@ -68,7 +70,16 @@ nlohmann::json devices_json(const dp::device_report& r) {
             {"x86_level", c.x86_level},
             {"flags", c.flags()},
             {"cores", c.cores},
-            {"threads", c.threads}}}};
+            {"threads", c.threads},
+            {"compute_threads", compute.default_threads()},
+            {"cpu_quota", compute.quota}}}};
+}
+
+// "1.5 CPUs", "2 CPUs".
+std::string format_quota(double cpus) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g CPU%s", cpus, cpus == 1.0 ? "" : "s");
+  return buf;
 }
 
 void print_devices(const dp::device_report& r) {
@@ -79,6 +90,10 @@ void print_devices(const dp::device_report& r) {
       const auto extra = r.cpu.extra_flags();
       line += " (" + d.arch + (extra.empty() ? "" : ": " + joined(extra, " ")) + "), " +
               std::to_string(r.cpu.cores) + " cores, " + std::to_string(r.cpu.threads) + " threads";
+      // What compute runs here by default: one thread per core it may use, within its cgroup's quota.
+      const spite::cpu_plan compute = spite::make_cpu_plan(spite::affinity_cpus());
+      line += ", " + std::to_string(compute.default_threads()) + " compute threads by default";
+      if (compute.quota > 0) line += " (cgroup CPU quota " + format_quota(compute.quota) + ")";
     } else {
       ++gpus;
       line += " (" + d.arch + ")";

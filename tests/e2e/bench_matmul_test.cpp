@@ -242,4 +242,10 @@ TEST_CASE("bench without -t runs no more threads than its cgroup's CPU quota all
   INFO(capped.err);
   REQUIRE(capped.exit_code == 0);
   CHECK(json::parse(capped.out).at("threads").get<int>() == 1);
+  // spitectl devices says so, and why.
+  const auto devices = run_process({"/bin/sh", "-c", "echo $$ > \"$0\" && exec \"$1\" devices --json", group.procs, SPITECTL_PATH});
+  REQUIRE(devices.exit_code == 0);
+  const json cpu = json::parse(devices.out).at("cpu");
+  CHECK(cpu.at("compute_threads") == 1);
+  CHECK(cpu.at("cpu_quota").get<double>() == Approx(1.0));
 }

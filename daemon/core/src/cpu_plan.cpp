@@ -1,5 +1,7 @@
 #include "spite/core/cpu_plan.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -92,6 +94,17 @@ double cgroup_quota(const cpu_plan_sources& from) {
 }
 
 }  // namespace
+
+std::vector<int> affinity_cpus() {
+  std::vector<int> out;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  }
+  return out;
+}
 
 int cpu_plan::default_threads() const noexcept {
   int n = std::max(1, cores);

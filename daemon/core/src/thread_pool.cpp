@@ -68,17 +68,6 @@ std::atomic<bool> pinning_enabled{false};
 std::mutex process_cpus_mu;
 std::vector<int> process_cpus;  // read once, before any thread of ours is pinned
 
-// The CPUs this thread may run on, in order.
-std::vector<int> allowed_cpus() {
-  std::vector<int> out;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) out.push_back(c);
-  }
-  return out;
-}
 
 // Pins the calling thread to cpus[index % size]; best effort: a refusal leaves it floating.
 void pin_to(const std::vector<int>& cpus, int index) {
@@ -109,7 +98,7 @@ void thread_pool::set_pinning(bool on) noexcept {
     // Threads inherit their creator's mask, and a pinned caller would see one CPU: the
     // process's set is taken now, while nothing of ours is pinned.
     std::lock_guard lock(process_cpus_mu);
-    if (process_cpus.empty()) process_cpus = make_cpu_plan(allowed_cpus()).order;  // each core once before any twice
+    if (process_cpus.empty()) process_cpus = make_cpu_plan(affinity_cpus()).order;  // each core once before any twice
   }
   pinning_enabled = on;
 }
@@ -126,7 +115,7 @@ void thread_pool::pin_as(int index) noexcept {
 }
 
 int thread_pool::default_threads() noexcept {
-  const std::vector<int> allowed = allowed_cpus();
+  const std::vector<int> allowed = affinity_cpus();
   if (allowed.empty()) return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   try {
     return make_cpu_plan(allowed).default_threads();

@@ -15,6 +15,7 @@
 
 #include "process.hpp"
 #include "shared_data.hpp"
+#include "spite/core/cpu_plan.hpp"
 #include "spite/dispatch/devices.hpp"
 #include "spite/dispatch/dispatcher.hpp"
 
@@ -413,6 +414,10 @@ TEST_CASE("spitectl devices prints the CPU and why there is no GPU", "[e2e][devi
   CHECK(doc.at("devices").at(0).at("kind") == "cpu");
   CHECK(doc.at("cpu").at("isa") == detect_cpu().isa());
   CHECK(doc.at("backends").size() == 3);
+  // What compute runs by default here (one per core within the cgroup's quota), as the pool decides it.
+  const int compute = spite::make_cpu_plan(spite::affinity_cpus()).default_threads();
+  CHECK(doc.at("cpu").at("compute_threads") == compute);
+  CHECK_THAT(r.out, Catch::Contains(", " + std::to_string(compute) + " compute threads by default"));
 
   CHECK(run_process({SPITECTL_PATH, "devices", "--bogus"}).exit_code == 2);
   CHECK(run_process({SPITECTL_PATH, "devices", "--help"}).exit_code == 0);

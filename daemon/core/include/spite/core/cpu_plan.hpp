@@ -30,6 +30,9 @@ struct cpu_plan_sources {
   std::string cgroup_root = "/sys/fs/cgroup";     // v2: <root>/<path>/cpu.max; v1: <root>/cpu[,cpuacct]/<path>/cpu.cfs_*_us
 };
 
+// The CPUs the calling thread may run on (its affinity), in order; empty if it cannot be read.
+std::vector<int> affinity_cpus();
+
 // The plan for `allowed` (the CPUs of the process's affinity). A CPU whose topology cannot be
 // read counts as a core of its own; a cgroup file that cannot be read or parsed, as no limit.
 cpu_plan make_cpu_plan(const std::vector<int>& allowed, const cpu_plan_sources& from = {});
