@@ -10,12 +10,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
+#include <vector>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 
+#include "spite/core/cpu_plan.hpp"
 #include "spite/dispatch/devices.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -38,28 +39,20 @@ std::string trim(std::string s) {
   return s;
 }
 
-std::string read_first_line(const fs::path& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return trim(line);
-}
-
-// Physical cores: distinct thread-sibling sets of the online CPUs (offline ones have no topology).
+// Physical cores of the online CPUs (offline ones have no topology), counted as the compute
+// threads' plan counts them (spite/core/cpu_plan.hpp).
 int count_cores() {
   std::error_code ec;
-  std::set<std::string> siblings;
+  std::vector<int> online;
   for (const auto& entry : fs::directory_iterator("/sys/devices/system/cpu", ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.size() < 4 || name.compare(0, 3, "cpu") != 0 ||
+    if (name.size() < 4 || name.size() > 8 || name.compare(0, 3, "cpu") != 0 ||
         !std::all_of(name.begin() + 3, name.end(), [](unsigned char c) { return std::isdigit(c); })) {
       continue;
     }
-    std::string list = read_first_line(entry.path() / "topology" / "core_cpus_list");
-    if (list.empty()) list = read_first_line(entry.path() / "topology" / "thread_siblings_list");
-    if (!list.empty()) siblings.insert(read_first_line(entry.path() / "topology" / "physical_package_id") + ":" + list);
+    if (fs::exists(entry.path() / "topology" / "core_id", ec)) online.push_back(std::stoi(name.substr(3)));
   }
-  return static_cast<int>(siblings.size());
+  return make_cpu_plan(online).cores;
 }
 
 #if SPITE_CPU_X86

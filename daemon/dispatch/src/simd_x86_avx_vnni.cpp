@@ -72,7 +72,8 @@ SPITE_AVX_VNNI inline void block_sums(const std::byte* blk, __m256i table, const
   }
 }
 
-// G groups against K activation rows from t0, as q4_0_layout_groups.
+// G groups against K activation rows from t0, as q4_0_layout_groups (a copy of its loop: block_sums,
+// of the AVX-VNNI target, inlines only into a function of that target, not into the AVX2 one).
 template <int K, int G, bool Nl>
 SPITE_AVX_VNNI void q4_0_groups(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
                                 std::int64_t out, float* const* y) {
