@@ -51,13 +51,12 @@ inline std::size_t scales_at(std::int64_t b) {
 
 // y[(t0 + k) * out + r], r < 8, for K activation rows from t0: the group's 8 rows, two per
 // register (row 2p in the low half of acc[p], row 2p + 1 in the high one).
-// What a tile fetches ahead: nothing (the later tiles of a batch, whose group is cached), the
-// next group (a batch's first tile), or the bytes a few KB ahead (decode).
-enum class fetch_ahead { none, next_group, near };
+// With `fetch` (the first tile of a group and block of activation rows: the later ones find the
+// group cached) the tile fetches the bytes a few KB ahead of where it reads.
 
 template <int K>
 SPITE_AVX512 void tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr, std::int64_t t0,
-                       std::int64_t out, fetch_ahead prefetch, float* y) {
+                       std::int64_t out, bool fetch, float* y) {
   __m512i pick[4];
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
@@ -69,12 +68,9 @@ SPITE_AVX512 void tile(const std::byte* group, std::int64_t nb, const q8_0_batch
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) acc[p][k] = _mm512_setzero_ps();
   }
-  const std::size_t stride = group_stride(nb);
-  const next_group_prefetch ahead(group + stride, stride, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (prefetch == fetch_ahead::next_group) ahead.step(b);
-    if (prefetch == fetch_ahead::near) {
-      // Decode: a block's share of the bytes four spans ahead (in this group or the next).
+    if (fetch) {
+      // A block's share of the bytes four spans ahead (in this group or the next).
       const std::size_t begin = static_cast<std::size_t>(b) * (span_bytes / span_blocks) + 4 * span_bytes;
       for (std::size_t off = begin & ~std::size_t{63}; off < begin + span_bytes / span_blocks; off += 64) prefetch_l1(group + off);
     }
@@ -192,16 +188,15 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
       for (std::int64_t t = t0; t < t1; ++t) row_avx2(group, nb, xb, t, yg + t * w.out);
       return;
     }
-    // Batches fetch the next group during the first tile of each block of activation rows.
-    // Decode instead fetches four spans (4.3 KB) ahead of where it reads: prefetching the whole
-    // next group cost up to a fifth of the bandwidth (Q8_0:2048:2048 from memory, alternated in
-    // one process with a plain read of the same bytes: 85-92 % of it without, 70-93 % with, one
-    // thread), while four spans ahead, Q8_0:5632:2048 three rounds interleaved, one thread read
-    // 34-37 GB/s against 29-33 without, two 64-69 against 57-63 (eight spans: 27-33, 42-62).
-    const bool batch = t1 - t0 > 1;
-    const auto ahead = [&](std::int64_t t) {
-      return t != t0 ? fetch_ahead::none : batch ? fetch_ahead::next_group : fetch_ahead::near;
-    };
+    // The first tile of each block of activation rows fetches four spans (4.3 KB) ahead of
+    // where it reads: prefetching the whole next group cost up to a fifth of the bandwidth
+    // (Q8_0:2048:2048 from memory, alternated in one process with a plain read of the same
+    // bytes: 85-92 % of it without, 70-93 % with, one thread), while four spans ahead,
+    // Q8_0:5632:2048 three rounds interleaved, one thread read 34-37 GB/s against 29-33 without,
+    // two 64-69 against 57-63 (eight spans: 27-33, 42-62). Batches did the whole next group
+    // until that too measured worse: 4 sequences decoding together (TinyLlama, 2 threads)
+    // 92-94 -> 109-120 tokens/s, prefill of 512 tokens 150-155 -> 166-168.
+    const auto ahead = [&](std::int64_t t) { return t == t0; };
     std::int64_t t = t0;
     for (; t + 4 <= t1; t += 4) tile<4>(group, nb, xb, corr.data(), t, w.out, ahead(t), yg);
     switch (t1 - t) {
