@@ -46,6 +46,16 @@ float dot_f16(const float* a, const float* b, std::int64_t n, std::int64_t strid
 
 }  // namespace
 
+void attention_many(std::span<const attention_args> calls, thread_pool& pool) {
+  const bool by_query = std::all_of(calls.begin(), calls.end(),
+                                    [](const attention_args& a) { return a.flash && flash_attention_by_query(a); });
+  if (by_query) {
+    flash_attention_by_query(calls, pool);
+    return;
+  }
+  for (const attention_args& a : calls) attention(a, pool);
+}
+
 void attention(const attention_args& a, thread_pool& pool) {
   if (a.flash) {
     flash_attention(a, pool);

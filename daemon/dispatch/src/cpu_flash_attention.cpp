@@ -391,28 +391,57 @@ void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd
 
 }  // namespace
 
-void flash_attention(const attention_args& a, thread_pool& pool) {
-  const shape sh = shape_of(a);
-  const simd_math* simd = fast_math();
+bool flash_attention_by_query(const attention_args& a) {
   // The reference tiles batches of at least one tile whose values fill whole 16-lane vectors.
-  const bool tiled = a.n_tokens >= k_tile && sh.dv % 16 == 0;
-  if (!tiled) {
-    // Work items: one query row of a part of a kv head's group of query heads; the groups are
-    // cut into parts only as far as needed for two items per thread.
-    const std::int64_t groups = a.n_tokens * a.n_head_kv;
-    if (groups <= 0) return;
-    const std::int64_t parts = std::clamp<std::int64_t>((2 * pool.size() + groups - 1) / groups, 1, sh.group);
-    const std::int64_t per_part = (sh.group + parts - 1) / parts;
-    pool.parallel_for(groups * parts, [&](std::int64_t begin, std::int64_t end, int) {
-      group_scratch w;
-      for (std::int64_t i = begin; i < end; ++i) {
-        const std::int64_t t = i / (a.n_head_kv * parts), hk = i / parts % a.n_head_kv, part = i % parts;
-        const std::int64_t h0 = hk * sh.group + part * per_part, h1 = std::min((hk + 1) * sh.group, h0 + per_part);
-        if (h0 < h1) attend_group(a, sh, simd, t, h0, h1, w);
-      }
-    });
+  return a.n_tokens < k_tile || a.head_dim_v % 16 != 0;
+}
+
+void flash_attention_by_query(std::span<const attention_args> calls, thread_pool& pool) {
+  // Work items: one query row of a part of a kv head's group of query heads; the groups are
+  // cut into parts only as far as needed for two items per thread, counting the groups of all
+  // the calls. Several calls (the sequences of a decode step) make one job: one call each
+  // cost a job's start and end per sequence, and had each thread wait at every one of them.
+  struct call_items {
+    shape sh;
+    std::int64_t first, parts, per_part;  // the call's first item; parts per group
+  };
+  std::int64_t groups = 0;
+  for (const attention_args& a : calls) groups += a.n_tokens * a.n_head_kv;
+  if (groups <= 0) return;
+  std::vector<call_items> items(calls.size() + 1);
+  std::int64_t n_items = 0;
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    call_items& it = items[c];
+    it.sh = shape_of(calls[c]);
+    it.first = n_items;
+    it.parts = std::clamp<std::int64_t>((2 * pool.size() + groups - 1) / groups, 1, it.sh.group);
+    it.per_part = (it.sh.group + it.parts - 1) / it.parts;
+    n_items += calls[c].n_tokens * calls[c].n_head_kv * it.parts;
+  }
+  items.back().first = n_items;
+  const simd_math* simd = fast_math();
+  pool.parallel_for(n_items, [&](std::int64_t begin, std::int64_t end, int) {
+    group_scratch w;
+    std::size_t c = 0;
+    for (std::int64_t i = begin; i < end; ++i) {
+      while (i >= items[c + 1].first) ++c;
+      const attention_args& a = calls[c];
+      const call_items& it = items[c];
+      const std::int64_t j = i - it.first;
+      const std::int64_t t = j / (a.n_head_kv * it.parts), hk = j / it.parts % a.n_head_kv, part = j % it.parts;
+      const std::int64_t h0 = hk * it.sh.group + part * it.per_part, h1 = std::min((hk + 1) * it.sh.group, h0 + it.per_part);
+      if (h0 < h1) attend_group(a, it.sh, simd, t, h0, h1, w);
+    }
+  });
+}
+
+void flash_attention(const attention_args& a, thread_pool& pool) {
+  if (flash_attention_by_query(a)) {
+    flash_attention_by_query(std::span<const attention_args>(&a, 1), pool);
     return;
   }
+  const shape sh = shape_of(a);
+  const simd_math* simd = fast_math();
   const widened_kv kv = widen_kv(a, sh, simd, pool);
   const tile_visibility vis = tile_visibility_of(a);
   const std::int64_t n_tiles = (a.n_tokens + k_tile - 1) / k_tile;

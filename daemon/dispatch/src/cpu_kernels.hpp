@@ -20,8 +20,15 @@ void matmul_parts(std::span<const weight* const> parts, const float* x, std::int
                   thread_pool& pool);
 void rms_norm(const float* x, const float* w, float* y, std::int64_t n, std::int64_t rows, float eps);
 void attention(const attention_args& args, thread_pool& pool);
+// op_table::attention_many: calls that all go query by query through flash attention (decode
+// of several sequences) as one job; any other mix call by call.
+void attention_many(std::span<const attention_args> calls, thread_pool& pool);
 // Online-softmax attention (args.flash), as the reference's flash attention computes it.
 void flash_attention(const attention_args& args, thread_pool& pool);
+// Whether flash_attention takes a's queries one at a time (decode, short batches), and those
+// of several such calls as one job of the pool.
+bool flash_attention_by_query(const attention_args& a);
+void flash_attention_by_query(std::span<const attention_args> calls, thread_pool& pool);
 void rope(const rope_args& args);
 void swiglu(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows);
 void geglu(const float* g, const float* u, float* h, std::int64_t n, std::int64_t rows);

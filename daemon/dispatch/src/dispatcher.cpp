@@ -162,8 +162,8 @@ const char* cpu_kernel_set() noexcept {
 }
 
 const op_table& cpu_reference_ops() {
-  static const op_table table{cpu::matmul, cpu::rms_norm,   cpu::attention, cpu::rope,
-                              cpu::swiglu, cpu::geglu,      cpu::swiglu_oai, cpu::matmul_parts};
+  static const op_table table{cpu::matmul, cpu::rms_norm, cpu::attention,  cpu::rope,         cpu::swiglu,
+                              cpu::geglu,  cpu::swiglu_oai, cpu::matmul_parts, cpu::attention_many};
   return table;
 }
 

@@ -59,6 +59,12 @@ struct simd_math {
                              const float* b, std::int64_t n, float* out, std::int64_t out_stride, std::int64_t heads) = nullptr;
   // online_max_scalar's pass (below), with its bits. Null: the scalar one.
   float (*online_max)(float* weight, float* rescale, std::int64_t n, float scale, float max) = nullptr;
+  // RoPE's rotation of n_head heads (head_dim apart from x) by one position: pair p of a head
+  // (elements 2p, 2p + 1, or p, p + n_dims / 2 with neox) by c = cos_sin[2p], s = cos_sin[2p + 1]
+  // as x0' = fma(x0, c, -(x1 s)), x1' = fma(x0, s, x1 c), the products rounded as written.
+  // Null: cpu_ops.cpp's scalar loop.
+  void (*rope_heads)(float* x, std::int64_t n_head, std::int64_t head_dim, const float* cos_sin, std::int64_t n_dims,
+                     bool neox) = nullptr;
 };
 
 // The online softmax's pass over a head's n raw scores (in weight), from the running maximum

@@ -494,6 +494,52 @@ SPITE_AVX2 float online_max(float* weight, float* rescale, std::int64_t n, float
   return online_max_scalar(weight + i, rescale + i, n - i, scale, max);
 }
 
+// One pair by the scalar formula (the tails of rope_heads).
+SPITE_AVX2 inline void rotate_pair(float* v, std::int64_t i, std::int64_t j, float c, float s) {
+  const float x0 = v[i], x1 = v[j];
+  v[i] = std::fma(x0, c, -(x1 * s));
+  v[j] = std::fma(x0, s, x1 * c);
+}
+
+// [c p, c p+1, c p+4, c p+5 | c p+2, c p+3, c p+6, c p+7] (as the shuffles of rope_heads leave
+// them) with its 64-bit pieces in order.
+SPITE_AVX2 inline __m256 in_order(__m256 q) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(q), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+// 8 pairs per step. Adjacent pairs: each lane's partner by a swap within pairs, the even lanes'
+// formula and the odd lanes' computed on all 8 and blended. Neox: the halves as they lie, the
+// cos and sin of 8 pairs picked out of cos_sin by shuffles.
+SPITE_AVX2 void rope_heads(float* x, std::int64_t n_head, std::int64_t head_dim, const float* cos_sin, std::int64_t n_dims,
+                           bool neox) {
+  const std::int64_t half = n_dims / 2;
+  for (std::int64_t h = 0; h < n_head; ++h) {
+    float* v = x + h * head_dim;
+    std::int64_t p = 0;
+    if (neox) {
+      for (; p + 8 <= half; p += 8) {
+        const __m256 a = _mm256_loadu_ps(cos_sin + 2 * p), b = _mm256_loadu_ps(cos_sin + 2 * p + 8);
+        const __m256 c = in_order(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+        const __m256 s = in_order(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+        const __m256 x0 = _mm256_loadu_ps(v + p), x1 = _mm256_loadu_ps(v + p + half);
+        _mm256_storeu_ps(v + p, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)));
+        _mm256_storeu_ps(v + p + half, _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)));
+      }
+      for (; p < half; ++p) rotate_pair(v, p, p + half, cos_sin[2 * p], cos_sin[2 * p + 1]);
+    } else {
+      for (; p + 4 <= half; p += 4) {
+        const __m256 cs = _mm256_loadu_ps(cos_sin + 2 * p);
+        const __m256 c = _mm256_moveldup_ps(cs), s = _mm256_movehdup_ps(cs);
+        const __m256 own = _mm256_loadu_ps(v + 2 * p), partner = _mm256_permute_ps(own, _MM_SHUFFLE(2, 3, 0, 1));
+        const __m256 first = _mm256_fmsub_ps(own, c, _mm256_mul_ps(partner, s));     // x0' in even lanes
+        const __m256 second = _mm256_fmadd_ps(partner, s, _mm256_mul_ps(own, c));   // x1' in odd lanes
+        _mm256_storeu_ps(v + 2 * p, _mm256_blend_ps(first, second, 0xAA));
+      }
+      for (; p < half; ++p) rotate_pair(v, 2 * p, 2 * p + 1, cos_sin[2 * p], cos_sin[2 * p + 1]);
+    }
+  }
+}
+
 bool usable() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
@@ -501,7 +547,7 @@ bool usable() {
 
 constexpr simd_math k_avx2{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
                            swiglu16, dot_f16_blocks, dot_f16_rows, exp_nonpositive, accumulate_f16, gemm_acc,
-                           accumulate_f16_heads, dot_f16_rows_heads, online_max};
+                           accumulate_f16_heads, dot_f16_rows_heads, online_max, rope_heads};
 
 }  // namespace
 

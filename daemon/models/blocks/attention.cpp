@@ -41,38 +41,51 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
     for (std::int64_t t = 0; t < n; ++t) ctx.kv.store(layer, t, k + t * k_row, v + t * Hkv * Dv);
   }
 
-  // One attention call per sequence in the batch.
+  // One attention call per sequence in the batch, the calls handed to the kernels together.
   std::map<std::int32_t, std::vector<std::int64_t>> by_seq;
   for (std::int64_t t = 0; t < n; ++t) by_seq[ctx.batch.seq[static_cast<std::size_t>(t)]].push_back(t);
+  // A batch of one sequence (every prefill) attends in place; the rows of a mixed batch are
+  // gathered per sequence and scattered back.
+  const bool whole_batch = by_seq.size() == 1;
+  struct sequence_call {
+    const std::vector<std::int64_t>* rows;
+    work_buffer qs, os;
+    std::vector<std::int32_t> qpos;
+    std::vector<std::uint8_t> allowed;
+  };
+  std::vector<sequence_call> seqs(by_seq.size());
+  std::vector<dispatch::attention_args> calls(by_seq.size());
+  std::size_t s_index = 0;
   for (const auto& [seq, rows] : by_seq) {
+    sequence_call& sc = seqs[s_index];
+    dispatch::attention_args& a = calls[s_index++];
     const auto m = static_cast<std::int64_t>(rows.size());
-    // A batch of one sequence (every prefill) attends in place; the rows of a mixed batch are
-    // gathered per sequence and scattered back.
-    const bool whole_batch = m == n;
-    work_buffer qs(whole_batch ? 0 : static_cast<std::size_t>(m * H * D)), os(whole_batch ? 0 : static_cast<std::size_t>(m * H * Dv));
-    std::vector<std::int32_t> qpos(rows.size());
+    sc.rows = &rows;
+    if (!whole_batch) {
+      sc.qs.resize(static_cast<std::size_t>(m * H * D));
+      sc.os.resize(static_cast<std::size_t>(m * H * Dv));
+    }
+    sc.qpos.resize(rows.size());
     for (std::int64_t i = 0; i < m; ++i) {
       const std::int64_t t = rows[static_cast<std::size_t>(i)];
-      if (!whole_batch) std::copy(q + t * H * D, q + (t + 1) * H * D, qs.data() + i * H * D);
-      qpos[static_cast<std::size_t>(i)] = ctx.batch.pos[static_cast<std::size_t>(t)];
+      if (!whole_batch) std::copy(q + t * H * D, q + (t + 1) * H * D, sc.qs.data() + i * H * D);
+      sc.qpos[static_cast<std::size_t>(i)] = ctx.batch.pos[static_cast<std::size_t>(t)];
     }
     const kv_view view = ctx.kv.view(layer, seq);
-    std::vector<std::uint8_t> allowed;
-    if (extras.select) extras.select(seq, rows, view, allowed);
-    dispatch::attention_args a{};
-    a.q = whole_batch ? q : qs.data();
-    a.out = whole_batch ? out : os.data();
+    if (extras.select) extras.select(seq, rows, view, sc.allowed);
+    a.q = whole_batch ? q : sc.qs.data();
+    a.out = whole_batch ? out : sc.os.data();
     a.n_tokens = m;
     a.n_head = H;
     a.n_head_kv = Hkv;
     a.head_dim = D;
     a.head_dim_v = Dv;
-    a.q_pos = qpos.data();
+    a.q_pos = sc.qpos.data();
     a.k = view.k;
     a.v = view.v;
     a.v_stride = view.v_stride;
     a.k_stride = view.k_stride;
-    a.key_allowed = allowed.empty() ? nullptr : allowed.data();
+    a.key_allowed = sc.allowed.empty() ? nullptr : sc.allowed.data();
     a.kv_pos = view.pos;
     a.n_kv = view.n;
     a.scale = scale;
@@ -80,10 +93,18 @@ void attend(forward_context& ctx, const attention_layer& l, const decoder_config
     a.sinks = l.sinks.empty() ? nullptr : l.sinks.data();
     a.mask = l.mask;
     a.flash = ctx.flash_attn;
-    ctx.ops.attention(a, ctx.pool);
-    for (std::int64_t i = 0; i < m && !whole_batch; ++i) {
-      const std::int64_t t = rows[static_cast<std::size_t>(i)];
-      std::copy(os.data() + i * H * Dv, os.data() + (i + 1) * H * Dv, out + t * H * Dv);
+  }
+  if (calls.size() > 1 && ctx.ops.attention_many) {
+    ctx.ops.attention_many(calls, ctx.pool);
+  } else {
+    for (const dispatch::attention_args& a : calls) ctx.ops.attention(a, ctx.pool);
+  }
+  if (whole_batch) return;
+  for (const sequence_call& sc : seqs) {
+    for (std::size_t i = 0; i < sc.rows->size(); ++i) {
+      const std::int64_t t = (*sc.rows)[i];
+      std::copy(sc.os.data() + static_cast<std::int64_t>(i) * H * Dv, sc.os.data() + static_cast<std::int64_t>(i + 1) * H * Dv,
+                out + t * H * Dv);
     }
   }
 }

@@ -413,3 +413,44 @@ TEST_CASE("flash attention of 64 queries and more goes by tiles and matches exac
     for (std::int64_t d = 0; d < p.dv; ++d) CHECK(out[static_cast<std::size_t>(3 * p.dv + d)] == 0.0f);
   }
 }
+
+TEST_CASE("attention calls handed over together give each call's own bits") {
+  std::mt19937 rng(29);
+  // Decode steps of sequences over caches of their own lengths, a short batch with sinks, and
+  // a sliding window: these go query by query through flash attention as one job.
+  std::vector<problem> problems;
+  problems.emplace_back(1, 8, 2, 64, 64, 300, rng);
+  problems.emplace_back(1, 8, 2, 64, 64, 1, rng);
+  problems.emplace_back(1, 8, 2, 64, 64, 77, rng);
+  problems.emplace_back(3, 4, 1, 64, 64, 130, rng);
+  problems.back().sinks = {0.5f, 3.0f, -2.0f, 8.0f};
+  problems.emplace_back(2, 2, 2, 32, 32, 200, rng);
+  problems.back().mask.swa_window = 17;
+  const auto together = [&](const std::vector<problem>& ps, bool flash, int threads) {
+    std::vector<std::vector<float>> outs;
+    std::vector<spite::dispatch::attention_args> calls;
+    for (const problem& p : ps) outs.emplace_back(static_cast<std::size_t>(p.n_tokens * p.n_head * p.dv), NAN);
+    for (std::size_t i = 0; i < ps.size(); ++i) calls.push_back(ps[i].args(outs[i].data(), flash));
+    spite::thread_pool pool(threads);
+    cpu::attention_many(calls, pool);
+    return outs;
+  };
+  const auto each_alone_matches = [&](const std::vector<problem>& ps, bool flash) {
+    for (const int threads : {1, 3}) {
+      const auto outs = together(ps, flash, threads);
+      for (std::size_t i = 0; i < ps.size(); ++i) {
+        const auto alone = run(ps[i], flash, 1);
+        INFO("call " << i << ", flash " << flash << ", " << threads << " threads");
+        std::size_t differ = 0;
+        for (std::size_t j = 0; j < alone.size(); ++j) differ += !same_bits(outs[i][j], alone[j]);
+        CHECK(differ == 0);
+      }
+    }
+  };
+  SECTION("calls that go query by query") { each_alone_matches(problems, true); }
+  SECTION("without flash attention, call by call") { each_alone_matches(problems, false); }
+  SECTION("with a call of 64 queries, which goes by tiles") {
+    problems.emplace_back(64, 2, 1, 64, 64, 100, rng);
+    each_alone_matches(problems, true);
+  }
+}

@@ -87,6 +87,10 @@ struct op_table {
   std::function<void(std::span<const weight* const> parts, const float* x, std::int64_t n_tokens, float* const* ys,
                      thread_pool& pool)>
       matmul_parts;
+  // attention(calls[i]) for each i, for calls that share nothing they write (the sequences of
+  // a batch, each over its own cache): the built-in kernels take the query heads of all of them
+  // as one job for the pool. May be empty: callers then take attention per call.
+  std::function<void(std::span<const attention_args> calls, thread_pool& pool)> attention_many;
 };
 
 // The built-in CPU kernels.

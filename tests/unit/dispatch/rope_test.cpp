@@ -1,0 +1,101 @@
+// RoPE's SIMD rotation (simd_math::rope_heads) against the scalar formula of cpu_ops.cpp, bit for
+// bit, for both pair layouts, partial rotary dimensions and counts off the vector widths; and
+// cpu::rope as a whole against that formula.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cpu_kernels.hpp"
+#include "simd_math.hpp"
+#include "spite/dispatch/ops.hpp"
+
+namespace {
+
+namespace cpu = spite::dispatch::cpu;
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The rotation as cpu_ops.cpp writes it: x0' = fma(x0, c, -(x1 s)), x1' = fma(x0, s, x1 c).
+void rotate_scalar(float* x, std::int64_t n_head, std::int64_t head_dim, const float* cos_sin, std::int64_t n_dims, bool neox) {
+  for (std::int64_t h = 0; h < n_head; ++h) {
+    float* v = x + h * head_dim;
+    for (std::int64_t i0 = 0; i0 < n_dims; i0 += 2) {
+      const float c = cos_sin[i0], s = cos_sin[i0 + 1];
+      const std::int64_t i = neox ? i0 / 2 : i0, j = neox ? i0 / 2 + n_dims / 2 : i0 + 1;
+      const float x0 = v[i], x1 = v[j];
+      const float p = x1 * s, q = x1 * c;
+      v[i] = std::fma(x0, c, -p);
+      v[j] = std::fma(x0, s, q);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the SIMD RoPE rotation gives the scalar rotation's bits for both pair layouts") {
+  const auto* simd = cpu::fast_math();
+  if (simd == nullptr || simd->rope_heads == nullptr) {
+    WARN("no SIMD RoPE rotation on this processor; nothing to compare");
+    return;
+  }
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::uniform_real_distribution<float> angle(-100.0f, 100.0f);
+  for (const bool neox : {false, true}) {
+    for (const std::int64_t head_dim : {2, 6, 16, 24, 64, 80, 128}) {
+      for (const std::int64_t n_dims : {head_dim, head_dim / 2 / 2 * 2, std::int64_t{2}}) {
+        if (n_dims < 2) continue;
+        const std::int64_t n_head = 3;
+        std::vector<float> x(static_cast<std::size_t>(n_head * head_dim)), cos_sin(static_cast<std::size_t>(n_dims));
+        for (auto& e : x) e = normal(rng);
+        for (std::int64_t p = 0; p < n_dims / 2; ++p) {
+          const float theta = angle(rng);
+          cos_sin[static_cast<std::size_t>(2 * p)] = std::cos(theta);
+          cos_sin[static_cast<std::size_t>(2 * p + 1)] = std::sin(theta);
+        }
+        std::vector<float> want = x, got = x;
+        rotate_scalar(want.data(), n_head, head_dim, cos_sin.data(), n_dims, neox);
+        simd->rope_heads(got.data(), n_head, head_dim, cos_sin.data(), n_dims, neox);
+        INFO("neox " << neox << ", head_dim " << head_dim << ", n_dims " << n_dims);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) differ += !same_bits(got[i], want[i]);
+        CHECK(differ == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("RoPE rotates each token by its own position and leaves the dimensions past n_dims alone") {
+  std::mt19937 rng(37);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const bool neox : {false, true}) {
+    const std::int64_t n_tokens = 3, n_head = 5, head_dim = 48, n_dims = 40;
+    std::vector<float> x(static_cast<std::size_t>(n_tokens * n_head * head_dim));
+    for (auto& e : x) e = normal(rng);
+    const std::vector<std::int32_t> pos = {0, 7, 1000};
+    std::vector<float> got = x;
+    spite::dispatch::rope_args a{.x = got.data(), .n_tokens = n_tokens, .n_head = n_head, .head_dim = head_dim, .n_dims = n_dims,
+                                 .pos = pos.data(), .neox = neox};
+    cpu::rope(a);
+    for (std::int64_t t = 0; t < n_tokens; ++t) {
+      // theta_p = pos * base^(-2p / n_dims), advanced by repeated multiplication in float.
+      std::vector<float> cos_sin(static_cast<std::size_t>(n_dims));
+      const float theta_scale = std::pow(10000.0f, -2.0f / static_cast<float>(n_dims));
+      float theta = static_cast<float>(pos[static_cast<std::size_t>(t)]);
+      for (std::int64_t p = 0; p < n_dims / 2; ++p) {
+        cos_sin[static_cast<std::size_t>(2 * p)] = std::cos(theta);
+        cos_sin[static_cast<std::size_t>(2 * p + 1)] = std::sin(theta);
+        theta *= theta_scale;
+      }
+      std::vector<float> want(x.begin() + t * n_head * head_dim, x.begin() + (t + 1) * n_head * head_dim);
+      rotate_scalar(want.data(), n_head, head_dim, cos_sin.data(), n_dims, neox);
+      INFO("neox " << neox << ", token " << t);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) differ += !same_bits(got[static_cast<std::size_t>(t * n_head * head_dim) + i], want[i]);
+      CHECK(differ == 0);
+    }
+  }
+}
