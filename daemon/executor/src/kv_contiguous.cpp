@@ -91,10 +91,9 @@ class contiguous_f16 final : public kv_memory {
     const std::int64_t cell = current_.pos[static_cast<std::size_t>(index)] % cells_[l];
     const std::int64_t kw = layout_.k_width[l], vw = layout_.v_width[l];
     std::uint16_t* kd = s.k[l].data() + cell * kw;
-    for (std::int64_t i = 0; i < kw; ++i) kd[i] = fp32_to_fp16(k[i]);
+    fp32_to_fp16_row(k, kd, kw);
     if (layout_.value_in_key) return;
-    std::uint16_t* vd = s.v[l].data() + cell * vw;
-    for (std::int64_t i = 0; i < vw; ++i) vd[i] = fp32_to_fp16(v[i]);
+    fp32_to_fp16_row(v, s.v[l].data() + cell * vw, vw);
   }
 
   models::kv_view view(int layer, std::int32_t seq) const override {

@@ -2,7 +2,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <vector>
 
 #include "spite/core/half.hpp"
 
@@ -67,5 +69,33 @@ TEST_CASE("bf16 conversion rounds to nearest even and keeps NaN", "[core][half]"
     const auto bits = static_cast<std::uint16_t>(h);
     if ((bits & 0x7f80) == 0x7f80 && (bits & 0x7f) != 0) continue;
     REQUIRE(fp32_to_bf16(bf16_to_fp32(bits)) == bits);
+  }
+}
+
+TEST_CASE("a row of fp16 narrowings gives fp32_to_fp16's bits, NaNs, infinities and subnormals included", "[core][half]") {
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<std::uint32_t> any_bits;
+  // Random bit patterns (every kind of float), values near the f16 range's edges, and lengths
+  // off the 8-element chunks, so that both the vector and the scalar parts run.
+  std::vector<float> x(1003);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::uint32_t bits = any_bits(rng);
+    switch (i % 4) {
+      case 0: x[i] = std::bit_cast<float>(bits); break;
+      case 1: x[i] = std::ldexp(static_cast<float>(bits % 4096) / 4096.0f + 1.0f, static_cast<int>(bits % 40) - 26); break;
+      case 2: x[i] = (bits & 1u) != 0 ? 65504.0f + static_cast<float>(bits % 64) : -6.1e-5f * static_cast<float>(bits % 3); break;
+      default: x[i] = static_cast<float>(static_cast<std::int32_t>(bits)) * 1e-9f; break;
+    }
+  }
+  x[17] = std::numeric_limits<float>::quiet_NaN();
+  x[18] = -std::numeric_limits<float>::infinity();
+  for (const std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{8}, std::size_t{13}, x.size()}) {
+    std::vector<std::uint16_t> row(n + 1, 0xABCD);
+    spite::fp32_to_fp16_row(x.data(), row.data(), static_cast<std::int64_t>(n));
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < n; ++i) differ += row[i] != fp32_to_fp16(x[i]);
+    INFO(n << " elements");
+    CHECK(differ == 0);
+    CHECK(row[n] == 0xABCD);  // nothing written past the row
   }
 }

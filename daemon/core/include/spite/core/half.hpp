@@ -58,6 +58,9 @@ constexpr std::uint16_t fp32_to_fp16(float f) noexcept {
   return static_cast<std::uint16_t>(sign | r);
 }
 
+// y[i] = fp32_to_fp16(x[i]) for i < n, with the processor's conversion where it has one.
+void fp32_to_fp16_row(const float* x, std::uint16_t* y, std::int64_t n) noexcept;
+
 constexpr float bf16_to_fp32(std::uint16_t b) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
 }
