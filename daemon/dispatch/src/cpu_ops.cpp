@@ -11,18 +11,49 @@
 
 namespace spite::dispatch::cpu {
 
+namespace {
+
+// Row r of rms_norm from its sum of squares.
+void rms_scale_row(const float* xr, const float* w, float* yr, std::int64_t n, double sum, float eps) {
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (std::int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale;
+  if (w != nullptr) {
+    for (std::int64_t i = 0; i < n; ++i) yr[i] = yr[i] * w[i];
+  }
+}
+
+}  // namespace
+
 void rms_norm(const float* x, const float* w, float* y, std::int64_t n, std::int64_t rows, float eps) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * n;
-    float* yr = y + r * n;
-    double sum = 0.0;  // the reference accumulates the squares in double
-    for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i] * xr[i]);
-    const float mean = static_cast<float>(sum / static_cast<double>(n));
-    const float scale = 1.0f / std::sqrt(mean + eps);
-    for (std::int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale;
-    if (w != nullptr) {
-      for (std::int64_t i = 0; i < n; ++i) yr[i] = yr[i] * w[i];
+  // The reference accumulates each row's squares in double, one after the other: a chain of
+  // dependent additions that sets the pace. Four rows' chains side by side (each still in its
+  // own order) run faster: 4 rows of 2048 normed in 2.7-3.2 us with the SIMD sums (1.4 of it
+  // the sums), 3.5-4.6 with four scalar chains, 6.9-8.3 one row after the other. A row alone
+  // (decode) stays one chain.
+  const simd_math* simd = fast_math();
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float* x0 = x + r * n;
+    double sums[4] = {0.0, 0.0, 0.0, 0.0};
+    if (simd != nullptr && simd->sum_squares4 != nullptr) {
+      simd->sum_squares4(x0, n, n, sums);
+    } else {
+      const float *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+      for (std::int64_t i = 0; i < n; ++i) {
+        sums[0] += static_cast<double>(x0[i] * x0[i]);
+        sums[1] += static_cast<double>(x1[i] * x1[i]);
+        sums[2] += static_cast<double>(x2[i] * x2[i]);
+        sums[3] += static_cast<double>(x3[i] * x3[i]);
+      }
     }
+    for (int k = 0; k < 4; ++k) rms_scale_row(x0 + k * n, w, y + (r + k) * n, n, sums[k], eps);
+  }
+  for (; r < rows; ++r) {
+    const float* xr = x + r * n;
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i] * xr[i]);
+    rms_scale_row(xr, w, y + r * n, n, sum, eps);
   }
 }
 

@@ -65,6 +65,10 @@ struct simd_math {
   // Null: cpu_ops.cpp's scalar loop.
   void (*rope_heads)(float* x, std::int64_t n_head, std::int64_t head_dim, const float* cos_sin, std::int64_t n_dims,
                      bool neox) = nullptr;
+  // RMS norm's sums of squares of 4 rows (`stride` floats apart) of n elements: sums[k] the
+  // double sum of the float products x[i] * x[i], added in order i = 0, 1, ... as the reference
+  // does. Null: cpu_ops.cpp's scalar loop.
+  void (*sum_squares4)(const float* x, std::int64_t stride, std::int64_t n, double* sums) = nullptr;
 };
 
 // The online softmax's pass over a head's n raw scores (in weight), from the running maximum

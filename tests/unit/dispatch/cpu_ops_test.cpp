@@ -1,6 +1,7 @@
-// RoPE's SIMD rotation (simd_math::rope_heads) against the scalar formula of cpu_ops.cpp, bit for
-// bit, for both pair layouts, partial rotary dimensions and counts off the vector widths; and
-// cpu::rope as a whole against that formula.
+// The ops of cpu_ops.cpp: RoPE's SIMD rotation (simd_math::rope_heads) against the scalar
+// formula, bit for bit, for both pair layouts, partial rotary dimensions and counts off the
+// vector widths, and cpu::rope as a whole against that formula; RMS norm of several rows at once
+// against the reference's sum of squares in double, row by row.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -95,6 +96,38 @@ TEST_CASE("RoPE rotates each token by its own position and leaves the dimensions
       INFO("neox " << neox << ", token " << t);
       std::size_t differ = 0;
       for (std::size_t i = 0; i < want.size(); ++i) differ += !same_bits(got[static_cast<std::size_t>(t * n_head * head_dim) + i], want[i]);
+      CHECK(differ == 0);
+    }
+  }
+}
+
+TEST_CASE("RMS norm of several rows gives each row the bits of the reference's double sum, in place too") {
+  std::mt19937 rng(41);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::int64_t n = 1003;
+  std::vector<float> w(static_cast<std::size_t>(n));
+  for (auto& e : w) e = normal(rng);
+  for (const std::int64_t rows : {1, 3, 4, 7, 9}) {
+    std::vector<float> x(static_cast<std::size_t>(rows * n));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * (i % 97 == 0 ? 1e4f : 1.0f);
+    for (const bool weighted : {false, true}) {
+      std::vector<float> got(x.size()), in_place = x;
+      cpu::rms_norm(x.data(), weighted ? w.data() : nullptr, got.data(), n, rows, 1e-5f);
+      cpu::rms_norm(in_place.data(), weighted ? w.data() : nullptr, in_place.data(), n, rows, 1e-5f);
+      std::size_t differ = 0;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* xr = x.data() + r * n;
+        double sum = 0.0;
+        for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i] * xr[i]);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + 1e-5f);
+        for (std::int64_t i = 0; i < n; ++i) {
+          float want = xr[i] * scale;
+          if (weighted) want = want * w[static_cast<std::size_t>(i)];
+          const auto at = static_cast<std::size_t>(r * n + i);
+          differ += !same_bits(got[at], want) + !same_bits(in_place[at], want);
+        }
+      }
+      INFO(rows << " rows, weighted " << weighted);
       CHECK(differ == 0);
     }
   }
