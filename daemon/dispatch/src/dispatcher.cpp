@@ -478,6 +478,8 @@ std::shared_ptr<const op_table> dispatcher::ops(const op_table& fallback) {
     }
     for (std::size_t i = 0; i < parts.size(); ++i) matmul(*parts[i], x, n_tokens, ys[i], pool);
   };
+  // attention and attention_many stay the fallback's: no plug-in op takes attention yet. One
+  // that does must wrap attention_many too (or empty it, so that callers go call by call).
   return t;
 }
 
