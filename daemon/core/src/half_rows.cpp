@@ -6,6 +6,7 @@
 #include "spite/core/half.hpp"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -26,9 +27,16 @@ __attribute__((target("avx,f16c"))) void fp32_to_fp16_f16c(const float* x, std::
   for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
 }
 
+// CPUID leaf 1 and XGETBV (the OS saves the YMM registers): some compilers' __builtin_cpu_supports
+// do not know "f16c".
 bool has_f16c() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  constexpr unsigned osxsave = 1u << 27, avx = 1u << 28, f16c = 1u << 29;
+  if ((c & (osxsave | avx | f16c)) != (osxsave | avx | f16c)) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 6u) == 6u;
 }
 #endif
 
