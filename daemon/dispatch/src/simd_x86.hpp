@@ -636,6 +636,12 @@ struct q6_K_tiles {
   q6_K_dot_fn dot24, dot11;
 };
 const q6_K_tiles* avx512_q6_K_tiles();
+// simd_x86_avx_vnni.cpp: the stored-block Q6_K tiles with AVX-VNNI (simd_x86_q6k_fused.inc);
+// null without it, or when set_avx_vnni(false).
+struct q6_K_fused_tiles {
+  q6_K_fused_fn fused41, fused11, fused14;
+};
+const q6_K_fused_tiles* avx_vnni_q6_K_tiles();
 // False after set_avx512(false): the AVX-512 kernels of every file stand aside.
 bool avx512_allowed();
 // simd_x86_math_avx512.cpp: simd_math::accumulate_f16's dimensions [0, d) in 16-wide registers,

@@ -213,6 +213,16 @@ SPITE_AVX_VNNI void q8_0_tile_2x4(const weight& w, std::int64_t o, const q8_0_ba
   }
 }
 
+// Q6_K on the stored blocks (simd_x86_q6k_fused.inc): each group's pair sums times their
+// scales added by one VPDPWSSD where AVX2 takes VPMADDWD and VPADDD.
+SPITE_AVX_VNNI inline __m256i q6_K_group_lanes(__m256i lanes, __m256i q, __m256i x, __m256i scales) {
+  return _mm256_dpwssd_avx_epi32(lanes, _mm256_maddubs_epi16(q, x), scales);
+}
+
+#define SPITE_Q6K_FUSED_TARGET SPITE_AVX_VNNI
+#include "simd_x86_q6k_fused.inc"
+#undef SPITE_Q6K_FUSED_TARGET
+
 template <int K, bool Nl>
 void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0, std::int64_t out, float* y) {
   q4_0_groups<K, 1, Nl>(&group, nb, xb, t0, out, &y);
@@ -221,6 +231,7 @@ void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, st
 constexpr q4_0_tiles k_q4_0{q4_0_tile<1, false>, q4_0_tile<4, false>, q4_0_groups<1, 2, false>};
 constexpr q4_0_tiles k_iq4_nl{q4_0_tile<1, true>, q4_0_tile<4, true>, q4_0_groups<1, 2, true>};
 constexpr q4_K_tiles k_q4_K{q4_K_packed_tile<1>, q4_K_packed_tile<4>, q4_K_packed_gemm4, q4_K_packed_tile_pair};
+constexpr q6_K_fused_tiles k_q6_K{q6_K_fused<4, 1>, q6_K_fused<1, 1>, q6_K_fused<1, 4>};
 
 bool avx_vnni_in_use() {
   static const bool present = has_avx_vnni();
@@ -233,6 +244,7 @@ namespace x86 {
 const q4_0_tiles* avx_vnni_q4_0_tiles() { return avx_vnni_in_use() ? &k_q4_0 : nullptr; }
 const q4_0_tiles* avx_vnni_iq4_nl_tiles() { return avx_vnni_in_use() ? &k_iq4_nl : nullptr; }
 const q4_K_tiles* avx_vnni_q4_K_tiles() { return avx_vnni_in_use() ? &k_q4_K : nullptr; }
+const q6_K_fused_tiles* avx_vnni_q6_K_tiles() { return avx_vnni_in_use() ? &k_q6_K : nullptr; }
 }  // namespace x86
 
 namespace x86 {

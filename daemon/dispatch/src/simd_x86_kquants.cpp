@@ -345,95 +345,26 @@ SPITE_AVX2 void q6_K_dot(const q6_K_row* const* rows, const gguf::block_q8_K* xq
   }
 }
 
-// Decode and small batches: the quants built in registers where they are used, R rows at a
-// time (several rows in flight stream from memory faster) against K activation rows (each
-// block's quants serve all of them); every row and activation row keeps its own 8 lanes, as
-// in the reference.
-// With Split, rows o.. and o2.. (R / 2 of each, in the file's layout): two regions read in step,
-// which stream faster than one (tile_rows, by_row_pair_streams).
-template <int R, int K, bool Split>
-SPITE_AVX2 inline void q6_K_fused_rows(const weight& w, std::int64_t o, std::int64_t o2, const gguf::block_q8_K* xq,
-                                       std::int64_t nb, std::int64_t t0, std::int64_t out, float* y) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-  const q6_K_blocks blocks(w);
-  const std::int64_t step = blocks.step();
-  const tile_rows<R, Split> at(
-      o, o2, [&](std::int64_t r) { return reinterpret_cast<const std::byte*>(blocks.first(r)); }, w.row_bytes, nb);
-  const gguf::block_q6_K* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = blocks.first(at.at[r]);
-  __m256 acc[R][K];
-#pragma GCC unroll 8
-  for (auto& row : acc) {
-#pragma GCC unroll 8
-    for (auto& a : row) a = _mm256_setzero_ps();
-  }
-  const bool prefetch = t0 == 0 && !blocks.interleaved;  // as the AVX-512 tile (simd_x86_q6k_avx512.cpp)
-  for (std::int64_t b = 0; b < nb; ++b) {
-    if (prefetch) at.step(b);
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const gguf::block_q6_K& blk = rows[r][b * step];
-      const std::int8_t* sc = blk.scales;
-      __m256i lanes[K];
-      #pragma GCC unroll 8
-      for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
-      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
-      const scale_pairs16 scales16(sc8);
-      for (int c = 0; c < 2; ++c) {
-        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * c));
-        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c));
-        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * c + 32));
-        for (int j = 0; j < 4; ++j) {
-          // Element 128c + 32j + l: nibble of ql[64c + 32(j & 1) + l] (low for j < 2) with bits
-          // 2j..2j+1 of qh[32c + l] above it (moved to bits 4..5 in one shift).
-          const __m256i l = (j & 1) != 0 ? l1 : l0;
-          const __m256i nib = j < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-          const __m256i hbits = j < 2 ? _mm256_slli_epi16(h, 4 - 2 * j) : j == 2 ? h : _mm256_srli_epi16(h, 2);
-          const __m256i q = _mm256_or_si256(nib, _mm256_and_si256(hbits, m2 /* 0x30 */));
-          const int g = 4 * c + j;
-          const __m256i scales = scales16.of(2 * g, 2 * g + 1);  // sc[2g] for the first 16 elements
-          #pragma GCC unroll 8
-          for (int k = 0; k < K; ++k) {
-            const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + b].qs + 32 * g));
-            lanes[k] = _mm256_add_epi32(lanes[k], dot_lanes_scaled(q, xv, scales));
-            // Keeps GCC from re-associating the 8 groups' sums into a tree whose products it spills.
-            if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));
-          }
-        }
-      }
-      const float dw = _cvtsh_ss(blk.d);
-      // The block's scales widened again from memory: kept from the start they would take a
-      // register the group loop needs.
-      const __m256i all = K > 1 ? _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))) : scales16.all;
-      #pragma GCC unroll 8
-      for (int k = 0; k < K; ++k) {
-        const gguf::block_q8_K& x = xq[(t0 + k) * nb + b];
-        // lane L -= 32 * (sc[2L] * bsum[2L] + sc[2L+1] * bsum[2L+1])
-        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
-        const __m256i l = _mm256_sub_epi32(lanes[k], _mm256_slli_epi32(_mm256_madd_epi16(all, bs), 5));
-        acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * dw), _mm256_cvtepi32_ps(l), acc[r][k]);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) y[(t0 + k) * out + at.at[r]] = reduce8_vec(acc[r][k]);
-  }
+// lanes + the scaled pair sums of a 32-element group (simd_x86_q6k_fused.inc).
+SPITE_AVX2 inline __m256i q6_K_group_lanes(__m256i lanes, __m256i q, __m256i x, __m256i scales) {
+  return _mm256_add_epi32(lanes, dot_lanes_scaled(q, x, scales));
 }
 
-template <int R, int K>
-SPITE_AVX2 void q6_K_fused(const weight& w, std::int64_t o, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
-                           std::int64_t out, float* y) {
-  q6_K_fused_rows<R, K, false>(w, o, 0, xq, nb, t0, out, y);
-}
+#define SPITE_Q6K_FUSED_TARGET SPITE_AVX2
+#include "simd_x86_q6k_fused.inc"
+#undef SPITE_Q6K_FUSED_TARGET
 
 void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq;
   quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   const std::int64_t out = w.out;
-  const q6_K_tiles avx2{q6_K_fused<4, 1>, q6_K_fused<1, 1>, q6_K_fused<1, 4>, q6_K_dot<2, 4>, q6_K_dot<1, 1>};
+  q6_K_tiles avx2{q6_K_fused<4, 1>, q6_K_fused<1, 1>, q6_K_fused<1, 4>, q6_K_dot<2, 4>, q6_K_dot<1, 1>};
+  if (const q6_K_fused_tiles* vnni256 = avx_vnni_q6_K_tiles()) {
+    avx2.fused41 = vnni256->fused41;
+    avx2.fused11 = vnni256->fused11;
+    avx2.fused14 = vnni256->fused14;
+  }
   const q6_K_tiles* vnni = avx512_q6_K_tiles();
   const q6_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
   // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
