@@ -49,61 +49,78 @@ inline std::size_t scales_at(std::int64_t b) {
   return span_blocks * quants_per_block + static_cast<std::size_t>(b) % span_blocks * scales_per_block;
 }
 
-// y[(t0 + k) * out + r], r < 8, for K activation rows from t0: the group's 8 rows, two per
-// register (row 2p in the low half of acc[p], row 2p + 1 in the high one).
-// With `fetch` (the first tile of a group and block of activation rows: the later ones find the
-// group cached) the tile fetches the bytes a few KB ahead of where it reads.
-
-template <int K>
-SPITE_AVX512 void tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr, std::int64_t t0,
-                       std::int64_t out, bool fetch, float* y) {
-  __m512i pick[4];
+// The pieces of tile and decode_groups. Permutes that give each 256-bit half row 2p or 2p + 1's
+// scale product.
+SPITE_AVX512 inline void row_pair_picks(__m512i (&pick)[4]) {
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
     pick[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * p)), _mm256_set1_epi32(2 * p + 1), 1);
   }
-  __m512 acc[4][K];
+}
+
+// Block b's share of the bytes four spans ahead (in this group or the next).
+SPITE_AVX512 inline void fetch_ahead(const std::byte* group, std::int64_t b) {
+  const std::size_t begin = static_cast<std::size_t>(b) * (span_bytes / span_blocks) + 4 * span_bytes;
+  for (std::size_t off = begin & ~std::size_t{63}; off < begin + span_bytes / span_blocks; off += 64) prefetch_l1(group + off);
+}
+
+// Activation block i against a block of the group's 8 rows (quants w, f16 scales widened in dw):
+// acc[p] holds rows 2p and 2p + 1, one fma per lane with d_w * d_x as the reference.
+SPITE_AVX512 inline void add_block(const __m512i (&w)[4], __m256 dw, const q8_0_batch& xb, const std::int32_t* corr, std::size_t i,
+                                   const __m512i (&pick)[4], __m512 (&acc)[4]) {
+  const __m512i x = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(xb.qs(i))));
+  const __m512i c = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(corr + 8 * i)));
+  // The 8 rows' d_w * d_x (as the reference: one multiply each), then each half its row's.
+  const __m512 ds = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_set1_ps(xb.d[i])));
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
+    const __m512i lanes = _mm512_dpbusd_epi32(c, w[p], x);
+    acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[p], ds), _mm512_cvtepi32_ps(lanes), acc[p]);
+  }
+}
+
+// Block b of a group: its quants and its scales widened.
+SPITE_AVX512 inline __m256 load_block(const std::byte* group, std::int64_t b, __m512i (&w)[4]) {
+  const std::byte* span = span_of(group, b);
+  const std::byte* q = span + quants_at(b);
 #pragma GCC unroll 4
-    for (int k = 0; k < K; ++k) acc[p][k] = _mm512_setzero_ps();
+  for (int p = 0; p < 4; ++p) w[p] = _mm512_load_si512(q + 64 * p);
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(span + scales_at(b))));
+}
+
+// The 8 rows' results (y[r], r < 8): each row's 8 lanes added as reduce8_vec adds them.
+SPITE_AVX512 inline void store_rows(const __m512 (&acc)[4], float* y8) {
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    y8[2 * p] = reduce8_vec(_mm512_castps512_ps256(acc[p]));
+    y8[2 * p + 1] = reduce8_vec(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+  }
+}
+
+// y[(t0 + k) * out + r], r < 8, for K activation rows from t0: the group's 8 rows, two per
+// register (row 2p in the low half of acc[k][p], row 2p + 1 in the high one).
+// With `fetch` (the first tile of a group and block of activation rows: the later ones find the
+// group cached) the tile fetches the bytes a few KB ahead of where it reads.
+template <int K>
+SPITE_AVX512 void tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr, std::int64_t t0,
+                       std::int64_t out, bool fetch, float* y) {
+  __m512i pick[4];
+  row_pair_picks(pick);
+  __m512 acc[K][4];
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) {
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) acc[k][p] = _mm512_setzero_ps();
   }
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (fetch) {
-      // A block's share of the bytes four spans ahead (in this group or the next).
-      const std::size_t begin = static_cast<std::size_t>(b) * (span_bytes / span_blocks) + 4 * span_bytes;
-      for (std::size_t off = begin & ~std::size_t{63}; off < begin + span_bytes / span_blocks; off += 64) prefetch_l1(group + off);
-    }
-    const std::byte* span = span_of(group, b);
-    const std::byte* q = span + quants_at(b);
+    if (fetch) fetch_ahead(group, b);
     __m512i w[4];
+    const __m256 dw = load_block(group, b, w);
 #pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) w[p] = _mm512_load_si512(q + 64 * p);
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(span + scales_at(b))));
-#pragma GCC unroll 4
-    for (int k = 0; k < K; ++k) {
-      const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-      const __m512i x = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(xb.qs(i))));
-      const __m512i c = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(corr + 8 * i)));
-      // The 8 rows' d_w * d_x (as the reference: one multiply each), then each half its row's.
-      const __m512 ds = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_set1_ps(xb.d[i])));
-#pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p) {
-        const __m512i lanes = _mm512_dpbusd_epi32(c, w[p], x);
-        acc[p][k] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[p], ds), _mm512_cvtepi32_ps(lanes), acc[p][k]);
-      }
-    }
+    for (int k = 0; k < K; ++k) add_block(w, dw, xb, corr, static_cast<std::size_t>((t0 + k) * nb + b), pick, acc[k]);
   }
 #pragma GCC unroll 4
-  for (int p = 0; p < 4; ++p) {
-#pragma GCC unroll 4
-    for (int k = 0; k < K; ++k) {
-      const __m256 lo = _mm512_castps512_ps256(acc[p][k]);
-      const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][k]), 1));
-      y[(t0 + k) * out + 2 * p] = reduce8_vec(lo);
-      y[(t0 + k) * out + 2 * p + 1] = reduce8_vec(hi);
-    }
-  }
+  for (int k = 0; k < K; ++k) store_rows(acc[k], y + (t0 + k) * out);
 }
 
 // Decode: the activation row against S groups read in step (S = 2: a group of the matrix's
@@ -113,10 +130,7 @@ template <int S>
 SPITE_AVX512 void decode_groups(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr,
                                 float* const* ys) {
   __m512i pick[4];
-#pragma GCC unroll 4
-  for (int p = 0; p < 4; ++p) {
-    pick[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * p)), _mm256_set1_epi32(2 * p + 1), 1);
-  }
+  row_pair_picks(pick);
   __m512 acc[S][4];
 #pragma GCC unroll 2
   for (int s = 0; s < S; ++s) {
@@ -124,35 +138,16 @@ SPITE_AVX512 void decode_groups(const std::byte* const* groups, std::int64_t nb,
     for (int p = 0; p < 4; ++p) acc[s][p] = _mm512_setzero_ps();
   }
   for (std::int64_t b = 0; b < nb; ++b) {
-    const std::size_t i = static_cast<std::size_t>(b);
-    const __m512i x = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(xb.qs(i))));
-    const __m512i c = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(corr + 8 * i)));
-    const __m256 dx = _mm256_set1_ps(xb.d[i]);
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
-      const std::size_t begin = i * (span_bytes / span_blocks) + 4 * span_bytes;
-      for (std::size_t off = begin & ~std::size_t{63}; off < begin + span_bytes / span_blocks; off += 64) prefetch_l1(groups[s] + off);
-      const std::byte* span = span_of(groups[s], b);
-      const std::byte* q = span + quants_at(b);
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(span + scales_at(b))));
-      const __m512 ds = _mm512_castps256_ps512(_mm256_mul_ps(dw, dx));
-#pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p) {
-        const __m512i lanes = _mm512_dpbusd_epi32(c, _mm512_load_si512(q + 64 * p), x);
-        acc[s][p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[p], ds), _mm512_cvtepi32_ps(lanes), acc[s][p]);
-      }
+      fetch_ahead(groups[s], b);
+      __m512i w[4];
+      const __m256 dw = load_block(groups[s], b, w);
+      add_block(w, dw, xb, corr, static_cast<std::size_t>(b), pick, acc[s]);
     }
   }
 #pragma GCC unroll 2
-  for (int s = 0; s < S; ++s) {
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      const __m256 lo = _mm512_castps512_ps256(acc[s][p]);
-      const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[s][p]), 1));
-      ys[s][2 * p] = reduce8_vec(lo);
-      ys[s][2 * p + 1] = reduce8_vec(hi);
-    }
-  }
+  for (int s = 0; s < S; ++s) store_rows(acc[s], ys[s]);
 }
 
 // The same arithmetic with AVX2 (set_avx512(false) after packing): one activation row, the
