@@ -27,6 +27,31 @@ std::shared_ptr<const mla_layer> bind_mla(binder& b, int il, std::int64_t E, std
   return m;
 }
 
+// The stacks' experts as matrices (ffn_layer::gate_x, up_x, down_x), packed once at load as the
+// dense matrices are: the kernels then stream an expert at the speed of a dense matrix of its
+// size instead of unpacking the file's blocks per token.
+void bind_experts(binder& b, ffn_layer& f, int il, std::int64_t X) {
+  if (f.up_exps == nullptr || f.down_exps == nullptr) return;  // binder already failed
+  const auto count = static_cast<std::size_t>(X);
+  f.up_x.reserve(count);
+  if (f.gate_exps != nullptr) {
+    f.gate_x.reserve(count);
+    // Gate 0, up 0, gate 1, ... one after the other in one buffer: each pair in place to run
+    // as one matrix (op_table::matmul_parts).
+    const auto together = b.pack_together({layer_tensor(il, "ffn_gate_exps"), layer_tensor(il, "ffn_up_exps")});
+    for (std::int64_t e = 0; e < X; ++e) {
+      f.gate_x.push_back(b.expert(*f.gate_exps, e));
+      f.up_x.push_back(b.expert(*f.up_exps, e));
+    }
+  } else {
+    for (std::int64_t e = 0; e < X; ++e) f.up_x.push_back(b.expert(*f.up_exps, e));
+  }
+  for (std::size_t e = 0; e < f.gate_x.size(); ++e) b.place_together({&f.gate_x[e], &f.up_x[e]});
+  const auto together = b.pack_together({layer_tensor(il, "ffn_down_exps")});
+  f.down_x.reserve(count);
+  for (std::int64_t e = 0; e < X; ++e) f.down_x.push_back(b.expert(*f.down_exps, e));
+}
+
 }  // namespace
 
 ffn_layer bind_ffn(binder& b, const gguf::file& file, const hparams& hp, int il, const bind_options& o) {
@@ -44,6 +69,7 @@ ffn_layer bind_ffn(binder& b, const gguf::file& file, const hparams& hp, int il,
       f.up_exps = b.tensor(layer_tensor(il, "ffn_up_exps.weight"), {E, Fe, X});
     }
     f.down_exps = b.tensor(layer_tensor(il, "ffn_down_exps.weight"), {Fe, E, X});
+    bind_experts(b, f, il, X);
     f.select_bias = b.vec(layer_tensor(il, "exp_probs_b.bias"), X, true);
     f.gate_exps_b = b.values(layer_tensor(il, "ffn_gate_exps.bias"), {Fe, X}, true);
     f.up_exps_b = b.values(layer_tensor(il, "ffn_up_exps.bias"), {Fe, X}, true);

@@ -188,10 +188,10 @@ void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, cons
       const float w = weights[static_cast<std::size_t>(i)];
       for (std::int64_t j = 0; j < E; ++j) dst[j] = c.moe_weight_before ? src[j] * w : src[j];
     }
-    linear gate, up, down;
-    if (l.gate_exps != nullptr) gate.w = dispatch::weight_of(*l.gate_exps, e);
-    up.w = dispatch::weight_of(*l.up_exps, e);
-    down.w = dispatch::weight_of(*l.down_exps, e);
+    static const linear none;
+    const linear& gate = l.gate_x.empty() ? none : l.gate_x[static_cast<std::size_t>(e)];
+    const linear& up = l.up_x[static_cast<std::size_t>(e)];
+    const linear& down = l.down_x[static_cast<std::size_t>(e)];
     const expert_bias bias{bias_of(l.gate_exps_b, e, down.w.in), bias_of(l.up_exps_b, e, down.w.in), bias_of(l.down_exps_b, e, E)};
     dense(ctx, c, gate, up, down, x.data(), m, y.data(), bias, l.swiglu_limit);
     for (std::int64_t i = 0; i < m; ++i) {

@@ -117,6 +117,14 @@ linear binder::matrix(const std::string& name, std::int64_t in, std::int64_t out
   return l;
 }
 
+linear binder::expert(const gguf::tensor_info& stack, std::int64_t e) {
+  linear l;
+  l.w = dispatch::weight_of(stack, e);
+  l.tensor = l.w.data;
+  packed_bytes_ += dispatch::pack_for_cpu(l.w);
+  return l;
+}
+
 std::vector<float> binder::vec(const std::string& name, std::int64_t n, bool optional) { return values(name, {n}, optional); }
 
 std::vector<float> binder::values(const std::string& name, std::initializer_list<std::int64_t> shape, bool optional) {

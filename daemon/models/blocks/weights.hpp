@@ -43,6 +43,9 @@ class binder {
   const gguf::tensor_info* tensor(const std::string& name, std::initializer_list<std::int64_t> shape, bool optional = false);
   // A matrix {in, out} plus "<name>.bias" {out} when present.
   linear matrix(const std::string& name, std::int64_t in, std::int64_t out, bool optional = false);
+  // Expert e of a 3-D {in, out, X} stack as a matrix of its own, repacked for the CPU kernels as
+  // matrix() repacks (`tensor` names the expert's bytes in the file).
+  linear expert(const gguf::tensor_info& stack, std::int64_t e);
   // A vector of n floats (norm weights, biases, factors), widened to F32.
   std::vector<float> vec(const std::string& name, std::int64_t n, bool optional = false);
   // Any tensor of that shape, widened to F32 (2-D biases).
