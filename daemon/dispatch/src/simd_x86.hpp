@@ -648,15 +648,15 @@ bool avx512_allowed();
 // d the largest multiple of 16 up to dv (returned); the caller takes the rest and the sum.
 std::int64_t accumulate_f16_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                                    const float* weight, const float* rescale, std::int64_t n, std::int64_t dv);
-// simd_math::dot_f16_rows_heads for 64-element rows, whole groups of 4 heads and 4 keys: heads
-// [0, heads / 4 * 4), keys [0, returned); the caller takes the rest.
-std::int64_t dot_f16_rows_heads64_avx512(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys,
-                                         std::int64_t count, const float* q, float* out, std::int64_t out_stride,
-                                         std::int64_t heads);
-// simd_math::accumulate_f16_heads for 64-dimension heads.
-void accumulate_f16_heads64_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                                   const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
-                                   float* sums, std::int64_t heads);
+// simd_math::dot_f16_rows_heads for rows of n = 64 or 128 elements, groups of 4 heads (then 2)
+// and 4 keys: heads [0, heads / 2 * 2), keys [0, returned); the caller takes the rest (all of
+// it for another n: returns 0).
+std::int64_t dot_f16_rows_heads_avx512(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
+                                       const float* q, std::int64_t n, float* out, std::int64_t out_stride, std::int64_t heads);
+// simd_math::accumulate_f16_heads for heads of dv = 64 or 128 dimensions.
+void accumulate_f16_heads_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                 const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
+                                 float* sums, std::int64_t heads, std::int64_t dv);
 
 // simd_x86_avx512_bf16.cpp: the BF16 matmul with AVX-512 BF16 (w.in % 32 == 0); null without
 // it, when the instruction does not follow the reference's order, or after set_avx512(false).

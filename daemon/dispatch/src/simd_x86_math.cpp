@@ -231,9 +231,9 @@ SPITE_AVX2 std::int64_t dot_f16_rows_heads64(const std::uint16_t* rows, std::int
 SPITE_AVX2 void dot_f16_rows_heads(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
                                    const float* b, std::int64_t n, float* out, std::int64_t out_stride, std::int64_t heads) {
   std::int64_t h = 0;
-  if (n == 64 && has_avx512_kernels()) {
-    const std::int64_t done = x86::dot_f16_rows_heads64_avx512(rows, stride, keys, count, b, out, out_stride, heads);
-    for (const std::int64_t h4 = heads / 4 * 4; h < h4; ++h) {
+  if ((n == 64 || n == 128) && has_avx512_kernels()) {
+    const std::int64_t done = x86::dot_f16_rows_heads_avx512(rows, stride, keys, count, b, n, out, out_stride, heads);
+    for (const std::int64_t h2 = heads / 2 * 2; h < h2; ++h) {
       dot_f16_rows(rows, stride, keys + done, count - done, b + h * n, n, out + h * out_stride + done);
     }
   } else if (n == 64 && heads > 1) {
@@ -390,8 +390,8 @@ SPITE_AVX2 float accumulate_f16(float* out, const std::uint16_t* values, std::in
 SPITE_AVX2 void accumulate_f16_heads(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
                                      const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
                                      std::int64_t dv, float* sums, std::int64_t heads) {
-  if (dv == 64 && has_avx512_kernels()) {
-    x86::accumulate_f16_heads64_avx512(out, values, stride, keys, weight, rescale, w_stride, n, sums, heads);
+  if ((dv == 64 || dv == 128) && has_avx512_kernels()) {
+    x86::accumulate_f16_heads_avx512(out, values, stride, keys, weight, rescale, w_stride, n, sums, heads, dv);
     return;
   }
   std::int64_t h = 0;

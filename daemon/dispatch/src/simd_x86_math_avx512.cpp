@@ -2,10 +2,11 @@
 // accumulate_f16): the same per-element operations (an fma of the widened f16 value by the
 // key's weight onto the accumulator, rounded to f16 after each key; the rescale rounded the
 // same way) on 16 dimensions per register instead of 8, so a 64-dimension head takes 4 chains
-// of 4 operations per key instead of 8; for 64-dimension heads, up to 4 heads of a kv group at
-// once. At depth the accumulator is decode's largest cost outside the weights (18 % of
+// of 4 operations per key instead of 8; for 64- and 128-dimension heads, up to 4 and 2 heads of
+// a kv group at once. At depth the accumulator is decode's largest cost outside the weights (18 % of
 // one-thread Q4_K_M decode at depth 1500 in AVX2). The scores likewise: each key row widened
-// once for 4 heads, and reduce16's steps done for 16 (head, key) pairs by shuffles.
+// once for 4 heads (or 2; rows of 64 or 128 elements), and reduce16's steps done for 16
+// (head, key) pairs by shuffles.
 #include "simd_x86_avx512.hpp"
 
 #if defined(__x86_64__)
@@ -43,67 +44,83 @@ SPITE_AVX512 void accumulate_block(float* out, const std::uint16_t* values, std:
   for (int w = 0; w < W; ++w) _mm512_storeu_ps(out + 16 * w, acc[w]);
 }
 
-// H heads of 64 dimensions over the same keys and values: each key's value row widened once
-// for all of them, and 4 H independent chains, where one head's 4 would wait on each other.
-template <int H>
-SPITE_AVX512 void accumulate_heads64(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                                     const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
-                                     float* sums) {
-  __m512 acc[H][4];
+// H heads of D dimensions (64 or 128) over the same keys and values: each key's value row
+// widened once for all of them, and D / 16 x H independent chains. (128-dimension heads go two
+// at a time: 16 accumulators and 8 widened vectors fill the 32 registers.)
+template <int D, int H>
+SPITE_AVX512 void accumulate_heads(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                   const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
+                                   float* sums) {
+  constexpr int W = D / 16;
+  __m512 acc[H][W];
   __m128 sum[H];
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
-#pragma GCC unroll 4
-    for (int w = 0; w < 4; ++w) acc[h][w] = _mm512_loadu_ps(out + 64 * h + 16 * w);
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w) acc[h][w] = _mm512_loadu_ps(out + D * h + 16 * w);
     sum[h] = _mm_set_ss(sums[h]);
   }
   for (std::int64_t i = 0; i < n; ++i) {
     const std::uint16_t* v = values + keys[i] * stride;
-    __m512 vw[4];
-#pragma GCC unroll 4
-    for (int w = 0; w < 4; ++w) vw[w] = widen16(v + 16 * w);
+    __m512 vw[W];
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w) vw[w] = widen16(v + 16 * w);
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const float r = rescale[h * w_stride + i], p = weight[h * w_stride + i];
       if (r != 1.0f) {
         const __m512 s = _mm512_set1_ps(r);
-#pragma GCC unroll 4
-        for (int w = 0; w < 4; ++w) acc[h][w] = round16(_mm512_mul_ps(acc[h][w], s));
+#pragma GCC unroll 8
+        for (int w = 0; w < W; ++w) acc[h][w] = round16(_mm512_mul_ps(acc[h][w], s));
       }
       const __m512 pv = _mm512_set1_ps(p);
-#pragma GCC unroll 4
-      for (int w = 0; w < 4; ++w) acc[h][w] = round16(_mm512_fmadd_ps(vw[w], pv, acc[h][w]));
+#pragma GCC unroll 8
+      for (int w = 0; w < W; ++w) acc[h][w] = round16(_mm512_fmadd_ps(vw[w], pv, acc[h][w]));
       sum[h] = _mm_fmadd_ss(sum[h], _mm_set_ss(r), _mm_set_ss(p));
     }
   }
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
-#pragma GCC unroll 4
-    for (int w = 0; w < 4; ++w) _mm512_storeu_ps(out + 64 * h + 16 * w, acc[h][w]);
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w) _mm512_storeu_ps(out + D * h + 16 * w, acc[h][w]);
     sums[h] = _mm_cvtss_f32(sum[h]);
   }
 }
 
-// One 64-element row against 4 queries (q + 64 h), as vec_dot_f16 sums it, up to reduce16:
-// group g = e / 16 is register g, each product alone in its lane (exact: f16 values times
-// f16-rounded queries), groups folded (0 + 2) + (1 + 3), then reduce16's first two steps
-// (lanes j + j + 8, then j + j + 4) for the 4 heads together: 128-bit chunk h of the result
-// holds head h's 4 partial sums.
-SPITE_AVX512 inline __m512 fold_4_heads(const __m512 (&k)[4], const float* q) {
-  __m512 l[4];
+// One D-element row (64 or 128) against HN = 4 or 2 queries (q + D h), as vec_dot_f16 sums it,
+// up to reduce16: group g = e % 64 / 16 is register g (for 128 elements, its second block's
+// product fma'd onto its first's, vec_dot_f16's accumulator over two steps), groups folded
+// (0 + 2) + (1 + 3), then reduce16's first two steps (lanes j + j + 8, then j + j + 4) for the
+// heads together: 128-bit chunk h of the result holds head h % HN's 4 partial sums.
+template <int D, int HN>
+SPITE_AVX512 inline __m512 fold_heads(const __m512 (&k)[D / 16], const float* q) {
+  __m512 l[HN];
 #pragma GCC unroll 4
-  for (int h = 0; h < 4; ++h) {
-    const float* qh = q + 64 * h;
-    // (p0 + p2) + (p1 + p3) with p0 and p1 taken by fmas onto p2 and p3: every product is
-    // exact, so the fma rounds its sum as the addition did (two operations fewer, same bits).
-    const __m512 p2 = _mm512_mul_ps(k[2], _mm512_loadu_ps(qh + 32)), p3 = _mm512_mul_ps(k[3], _mm512_loadu_ps(qh + 48));
-    l[h] = _mm512_add_ps(_mm512_fmadd_ps(k[0], _mm512_loadu_ps(qh), p2), _mm512_fmadd_ps(k[1], _mm512_loadu_ps(qh + 16), p3));
+  for (int h = 0; h < HN; ++h) {
+    const float* qh = q + D * h;
+    if constexpr (D == 64) {
+      // (p0 + p2) + (p1 + p3) with p0 and p1 taken by fmas onto p2 and p3: every product is
+      // exact, so the fma rounds its sum as the addition did (two operations fewer, same bits).
+      const __m512 p2 = _mm512_mul_ps(k[2], _mm512_loadu_ps(qh + 32)), p3 = _mm512_mul_ps(k[3], _mm512_loadu_ps(qh + 48));
+      l[h] = _mm512_add_ps(_mm512_fmadd_ps(k[0], _mm512_loadu_ps(qh), p2), _mm512_fmadd_ps(k[1], _mm512_loadu_ps(qh + 16), p3));
+    } else {
+      static_assert(D == 128);
+      __m512 p[4];
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        p[g] = _mm512_fmadd_ps(k[4 + g], _mm512_loadu_ps(qh + 64 + 16 * g), _mm512_mul_ps(k[g], _mm512_loadu_ps(qh + 16 * g)));
+      }
+      l[h] = _mm512_add_ps(_mm512_add_ps(p[0], p[2]), _mm512_add_ps(p[1], p[3]));
+    }
   }
   // Lanes j + j + 8: chunks (0 + 2, 1 + 3) of two heads side by side.
   const __m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(l[0], l[1], _MM_SHUFFLE(1, 0, 1, 0)),
                                    _mm512_shuffle_f32x4(l[0], l[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m512 t23 = _mm512_add_ps(_mm512_shuffle_f32x4(l[2], l[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(l[2], l[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  __m512 t23 = t01;
+  if constexpr (HN == 4) {
+    t23 = _mm512_add_ps(_mm512_shuffle_f32x4(l[2], l[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                        _mm512_shuffle_f32x4(l[2], l[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
   // Lanes j + j + 4: chunk 0 + chunk 1 of each head.
   return _mm512_add_ps(_mm512_shuffle_f32x4(t01, t23, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(t01, t23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
@@ -119,42 +136,67 @@ SPITE_AVX512 inline __m512 finish_4x4(__m512 s0, __m512 s1, __m512 s2, __m512 s3
 
 }  // namespace
 
-SPITE_AVX512 std::int64_t dot_f16_rows_heads64_avx512(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys,
-                                         std::int64_t count, const float* q, float* out, std::int64_t out_stride,
-                                         std::int64_t heads) {
-  const std::int64_t keys4 = count / 4 * 4;
-  for (std::int64_t h = 0; h + 4 <= heads; h += 4) {
-    const float* qh = q + 64 * h;
-    for (std::int64_t i = 0; i < keys4; i += 4) {
-      __m512 s[4];
+namespace {
+
+// Heads [h0, h0 + HN) of D elements, keys [0, keys4) in groups of 4.
+template <int D, int HN>
+SPITE_AVX512 void dot_rows_heads(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t keys4,
+                                 const float* q, float* out, std::int64_t out_stride, std::int64_t h0) {
+  const float* qh = q + D * h0;
+  for (std::int64_t i = 0; i < keys4; i += 4) {
+    __m512 s[4];
 #pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p) {
-        const std::uint16_t* row = rows + keys[i + p] * stride;
-        const __m512 k[4] = {widen16(row), widen16(row + 16), widen16(row + 32), widen16(row + 48)};
-        s[p] = fold_4_heads(k, qh);
-      }
-      const __m512 r = finish_4x4(s[0], s[1], s[2], s[3]);
-      _mm_storeu_ps(out + (h + 0) * out_stride + i, _mm512_extractf32x4_ps(r, 0));
-      _mm_storeu_ps(out + (h + 1) * out_stride + i, _mm512_extractf32x4_ps(r, 1));
-      _mm_storeu_ps(out + (h + 2) * out_stride + i, _mm512_extractf32x4_ps(r, 2));
-      _mm_storeu_ps(out + (h + 3) * out_stride + i, _mm512_extractf32x4_ps(r, 3));
+    for (int p = 0; p < 4; ++p) {
+      const std::uint16_t* row = rows + keys[i + p] * stride;
+      __m512 k[D / 16];
+#pragma GCC unroll 8
+      for (int g = 0; g < D / 16; ++g) k[g] = widen16(row + 16 * g);
+      s[p] = fold_heads<D, HN>(k, qh);
     }
+    const __m512 r = finish_4x4(s[0], s[1], s[2], s[3]);
+#pragma GCC unroll 4
+    for (int h = 0; h < HN; ++h) _mm_storeu_ps(out + (h0 + h) * out_stride + i, _mm512_extractf32x4_ps(r, h));
+  }
+}
+
+template <int D>
+SPITE_AVX512 void dot_rows_all_heads(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t keys4,
+                                     const float* q, float* out, std::int64_t out_stride, std::int64_t heads) {
+  std::int64_t h = 0;
+  for (; h + 4 <= heads; h += 4) dot_rows_heads<D, 4>(rows, stride, keys, keys4, q, out, out_stride, h);
+  if (h + 2 <= heads) dot_rows_heads<D, 2>(rows, stride, keys, keys4, q, out, out_stride, h);
+}
+
+}  // namespace
+
+std::int64_t dot_f16_rows_heads_avx512(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
+                                       const float* q, std::int64_t n, float* out, std::int64_t out_stride, std::int64_t heads) {
+  const std::int64_t keys4 = count / 4 * 4;
+  if (n == 64) {
+    dot_rows_all_heads<64>(rows, stride, keys, keys4, q, out, out_stride, heads);
+  } else if (n == 128) {
+    dot_rows_all_heads<128>(rows, stride, keys, keys4, q, out, out_stride, heads);
+  } else {
+    return 0;
   }
   return keys4;
 }
 
-void accumulate_f16_heads64_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                                   const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
-                                   float* sums, std::int64_t heads) {
+void accumulate_f16_heads_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                 const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
+                                 float* sums, std::int64_t heads, std::int64_t dv) {
   std::int64_t h = 0;
-  for (; h + 4 <= heads; h += 4) {
-    accumulate_heads64<4>(out + 64 * h, values, stride, keys, weight + h * w_stride, rescale + h * w_stride, w_stride, n, sums + h);
-  }
-  for (; h + 2 <= heads; h += 2) {
-    accumulate_heads64<2>(out + 64 * h, values, stride, keys, weight + h * w_stride, rescale + h * w_stride, w_stride, n, sums + h);
-  }
-  for (; h < heads; ++h) {
-    accumulate_heads64<1>(out + 64 * h, values, stride, keys, weight + h * w_stride, rescale + h * w_stride, w_stride, n, sums + h);
+  const auto run = [&]<int D, int H>() {
+    accumulate_heads<D, H>(out + D * h, values, stride, keys, weight + h * w_stride, rescale + h * w_stride, w_stride, n, sums + h);
+    h += H;
+  };
+  if (dv == 64) {
+    while (h + 4 <= heads) run.template operator()<64, 4>();
+    while (h + 2 <= heads) run.template operator()<64, 2>();
+    while (h < heads) run.template operator()<64, 1>();
+  } else {
+    while (h + 2 <= heads) run.template operator()<128, 2>();
+    while (h < heads) run.template operator()<128, 1>();
   }
 }
 

@@ -254,7 +254,8 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     for (std::size_t d = 0; d < out.size(); ++d) CHECK(same_bits(resumed[d], want[d]));
   }
   // Several heads of a group over the same keys at once: each head's accumulator and sum as
-  // accumulate_f16 leaves them for it alone. AVX-512: 7 heads take the 4-, 2- and 1-head paths;
+  // accumulate_f16 leaves them for it alone. AVX-512: 7 heads take the 4-, 2- and 1-head paths
+  // (128 dimensions: 2 + 2 + 2 + 1);
   // AVX2 (heads of whole 32-dimension blocks): 7 = 3 + 2 + 2, 8 = 3 + 3 + 2, 5 = 3 + 2, 1 alone.
   if (simd->accumulate_f16_heads != nullptr) {
     for (const bool avx512 : {true, false})
@@ -296,11 +297,12 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
   }
   // Several heads' scores over the same keys at once: each as dot_f16_rows gives it for that
   // head alone (13 keys: whole groups of 4 and what is left; 9 heads: AVX-512's groups of 4 heads
-  // and what is left; 20: AVX2's runs of 16 heads and what is left).
+  // and what is left, 7 and 2 its pairs of heads; 20: AVX2's runs of 16 heads and what is left;
+  // rows of 64 and 128 elements, which AVX-512 takes several heads at a time, and of 72).
   if (simd->dot_f16_rows_heads != nullptr) {
     for (const bool avx512 : {true, false})
-    for (const std::int64_t n : {64, 72})
-    for (const std::int64_t heads : {9, 20, 1}) {
+    for (const std::int64_t n : {64, 128, 72})
+    for (const std::int64_t heads : {9, 7, 2, 20, 1}) {
       spite::dispatch::cpu::set_avx512(avx512);
       INFO("AVX-512 " << (avx512 ? "allowed" : "off") << ", n " << n << ", heads " << heads);
       const std::int64_t stride = 3 * n + 5, count = 13;
