@@ -163,7 +163,7 @@ const char* cpu_kernel_set() noexcept {
 
 const op_table& cpu_reference_ops() {
   static const op_table table{cpu::matmul, cpu::rms_norm, cpu::attention,  cpu::rope,         cpu::swiglu,
-                              cpu::geglu,  cpu::swiglu_oai, cpu::matmul_parts, cpu::attention_many};
+                              cpu::geglu,  cpu::swiglu_oai, cpu::matmul_parts, cpu::attention_many, true};
   return table;
 }
 
@@ -393,6 +393,8 @@ std::shared_ptr<const op_table> dispatcher::ops(const op_table& fallback) {
   auto self = shared_from_this();
   auto t = std::make_shared<op_table>(fallback);
   const op_table base = fallback;
+  // A device's kernels are not known to take calls from several threads at once.
+  t->concurrent = fallback.concurrent && target_.device == SPITE_DEVICE_CPU;
 
   t->rms_norm = [self, base](const float* x, const float* w, float* y, std::int64_t n, std::int64_t rows, float eps) {
     spite_op_signature sig = make_signature(SPITE_OP_RMS_NORM, self->target_);

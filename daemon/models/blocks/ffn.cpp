@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "decoder.hpp"
+#include "spite/core/thread_pool.hpp"
 
 namespace spite::models {
 namespace {
@@ -155,6 +156,10 @@ std::vector<std::vector<std::pair<std::int64_t, float>>> route(const decoder_con
   return routes;
 }
 
+// Batches up to this many rows may run their experts side by side (moe): decode steps, whose
+// products are small and many; a longer batch's experts take many rows each.
+constexpr std::int64_t side_by_side_rows = 8;
+
 const float* bias_of(const std::vector<float>& b, std::int64_t e, std::int64_t width) {
   return b.empty() ? nullptr : b.data() + e * width;
 }
@@ -167,42 +172,88 @@ void moe(forward_context& ctx, const ffn_layer& l, const decoder_config& c, cons
   const auto routes = route(c, l, logits.data(), X, n, ctx.batch.tokens.data());
 
   std::fill(out, out + E * n, 0.0f);
-  // Each expert runs once over the tokens routed to it.
-  for (std::int64_t e = 0; e < X; ++e) {
+  // Each expert runs once over the tokens routed to it: its rows gathered into x, its results
+  // y added to the tokens' outputs in expert order.
+  struct routed {
+    std::int64_t e = 0;
     std::vector<std::int64_t> rows;
-    std::vector<float> weights;
+    std::vector<float> weights, x, y;
+  };
+  const auto gather = [&](std::int64_t e, routed& r) {
+    r.e = e;
+    r.rows.clear();
+    r.weights.clear();
     for (std::int64_t t = 0; t < n; ++t) {
       for (const auto& [ex, w] : routes[static_cast<std::size_t>(t)]) {
         if (ex == e) {
-          rows.push_back(t);
-          weights.push_back(w);
+          r.rows.push_back(t);
+          r.weights.push_back(w);
         }
       }
     }
-    if (rows.empty()) continue;
-    const auto m = static_cast<std::int64_t>(rows.size());
-    std::vector<float> x(static_cast<std::size_t>(E * m)), y(static_cast<std::size_t>(E * m));
+    if (r.rows.empty()) return false;
+    const auto m = static_cast<std::int64_t>(r.rows.size());
+    r.x.resize(static_cast<std::size_t>(E * m));
+    r.y.resize(static_cast<std::size_t>(E * m));
     for (std::int64_t i = 0; i < m; ++i) {
-      const float* src = in + rows[static_cast<std::size_t>(i)] * E;
-      float* dst = x.data() + i * E;
-      const float w = weights[static_cast<std::size_t>(i)];
+      const float* src = in + r.rows[static_cast<std::size_t>(i)] * E;
+      float* dst = r.x.data() + i * E;
+      const float w = r.weights[static_cast<std::size_t>(i)];
       for (std::int64_t j = 0; j < E; ++j) dst[j] = c.moe_weight_before ? src[j] * w : src[j];
     }
+    return true;
+  };
+  const auto run = [&](forward_context& on, routed& r) {
     static const linear none;
-    const linear& gate = l.gate_x.empty() ? none : l.gate_x[static_cast<std::size_t>(e)];
-    const linear& up = l.up_x[static_cast<std::size_t>(e)];
-    const linear& down = l.down_x[static_cast<std::size_t>(e)];
-    const expert_bias bias{bias_of(l.gate_exps_b, e, down.w.in), bias_of(l.up_exps_b, e, down.w.in), bias_of(l.down_exps_b, e, E)};
-    dense(ctx, c, gate, up, down, x.data(), m, y.data(), bias, l.swiglu_limit);
+    const auto e = static_cast<std::size_t>(r.e);
+    const linear& down = l.down_x[e];
+    const expert_bias bias{bias_of(l.gate_exps_b, r.e, down.w.in), bias_of(l.up_exps_b, r.e, down.w.in), bias_of(l.down_exps_b, r.e, E)};
+    dense(on, c, l.gate_x.empty() ? none : l.gate_x[e], l.up_x[e], down, r.x.data(), static_cast<std::int64_t>(r.rows.size()),
+          r.y.data(), bias, l.swiglu_limit);
+  };
+  const auto add = [&](routed& r) {
+    const auto m = static_cast<std::int64_t>(r.rows.size());
     for (std::int64_t i = 0; i < m; ++i) {
-      float* o = out + rows[static_cast<std::size_t>(i)] * E;
-      const float w = c.moe_weight_before ? 1.0f : weights[static_cast<std::size_t>(i)];
+      float* o = out + r.rows[static_cast<std::size_t>(i)] * E;
+      float* y = r.y.data() + i * E;
+      const float w = c.moe_weight_before ? 1.0f : r.weights[static_cast<std::size_t>(i)];
       if (!l.down_exps_scale.empty()) {
-        const float s = l.down_exps_scale[static_cast<std::size_t>(e)];
-        for (std::int64_t j = 0; j < E; ++j) y[static_cast<std::size_t>(i * E + j)] *= s;
+        const float s = l.down_exps_scale[static_cast<std::size_t>(r.e)];
+        for (std::int64_t j = 0; j < E; ++j) y[j] *= s;
       }
-      for (std::int64_t j = 0; j < E; ++j) o[j] += y[static_cast<std::size_t>(i * E + j)] * w;
+      for (std::int64_t j = 0; j < E; ++j) o[j] += y[j] * w;
     }
+  };
+
+  if (n > side_by_side_rows || !ctx.ops.concurrent || ctx.pool.size() < 2) {
+    routed r;
+    for (std::int64_t e = 0; e < X; ++e) {
+      if (!gather(e, r)) continue;
+      run(ctx, r);
+      add(r);
+    }
+  } else {
+    std::vector<routed> active;
+    for (std::int64_t e = 0; e < X; ++e) {
+      routed r;
+      if (gather(e, r)) active.push_back(std::move(r));
+    }
+    const auto count = static_cast<std::int64_t>(active.size()), threads = static_cast<std::int64_t>(ctx.pool.size());
+    if (count >= threads && (count % threads == 0 || count >= 3 * threads)) {
+      // The step's experts side by side, each on one thread with a pool of its own: one
+      // hand-off for all of them instead of one per product, and each thread streams whole
+      // matrices (a small expert split over many threads gives each a few KB). Each expert's
+      // result is the one the shared pool gives. (Two threads, Qwen3-30B-A3B's shape: 3 %
+      // more tokens/s, in all four alternated pairs.)
+      ctx.pool.parallel_for(count, [&](std::int64_t begin, std::int64_t end, int) {
+        thread_local thread_pool alone(1, false);
+        forward_context own{ctx.ops, alone, ctx.batch, ctx.kv, nullptr, ctx.loras};
+        for (std::int64_t i = begin; i < end; ++i) run(own, active[static_cast<std::size_t>(i)]);
+      });
+    } else {
+      for (routed& r : active) run(ctx, r);
+    }
+    for (routed& r : active) add(r);
   }
 
   if (!l.shared_down.empty()) {

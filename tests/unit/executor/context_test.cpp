@@ -1,7 +1,11 @@
 // The inference context: batches that mix sequences, KV memory bookkeeping, refusals.
 #include <catch2/catch.hpp>
 
+#include <memory>
+#include <vector>
+
 #include "shared_data.hpp"
+#include "spite/dispatch/ops.hpp"
 #include "spite/executor/context.hpp"
 #include "spite/gguf/file.hpp"
 
@@ -151,4 +155,41 @@ TEST_CASE("a recurrent model runs on the hybrid memory, which refuses to rewind 
   for (std::size_t i = 0; i < a.size(); ++i) stepped = last_logits(**ctx, {a[i]}, 1, static_cast<std::int32_t>(i));
   REQUIRE(stepped.size() == first.size());
   for (std::size_t i = 0; i < first.size(); ++i) CHECK(stepped[i] == Approx(first[i]).margin(1e-4));
+}
+
+TEST_CASE("a decode step's experts side by side give the logits they give one after the other", "[executor]") {
+  // Qwen3-MoE: 2 of 4 experts per token, so on 2 threads each expert of a one-token step runs on
+  // a thread of its own (models/blocks/ffn.cpp); Q8_0 experts in the packed layout where the
+  // processor has one. Four sequences decoding together route to up to 8 experts.
+  auto f = spite::gguf::file::open(spite::test::shared_path("models/tiny/tiny-qwen3moe.q8_0.gguf").string());
+  REQUIRE(f.ok());
+  auto m = spite::models::load_model(*f);
+  REQUIRE(m.ok());
+  auto one_by_one = std::make_shared<spite::dispatch::op_table>(spite::dispatch::cpu_reference_ops());
+  REQUIRE(one_by_one->concurrent);
+  one_by_one->concurrent = false;
+  const std::vector<std::vector<std::int32_t>> prompts = {k_a, k_b, {1, 400, 20, 77}, {1, 9, 310}};
+  std::vector<std::vector<float>> logits[2];
+  for (int side_by_side = 0; side_by_side < 2; ++side_by_side) {
+    auto ctx = context::create(**m, {.n_ctx = 64, .n_threads = 2, .n_seq_max = 4,
+                                     .ops = side_by_side ? nullptr : one_by_one});
+    REQUIRE(ctx.ok());
+    for (std::int32_t s = 0; s < 4; ++s) (void)last_logits(**ctx, prompts[static_cast<std::size_t>(s)], s);
+    // Steps of one sequence, then of all four together.
+    for (int step = 0; step < 3; ++step) {
+      logits[side_by_side].push_back(last_logits(**ctx, {5 + step}, 0, static_cast<std::int32_t>(k_a.size()) + step));
+    }
+    batch all;
+    for (std::int32_t s = 0; s < 4; ++s) {
+      all.add(42, static_cast<std::int32_t>(prompts[static_cast<std::size_t>(s)].size()) + (s == 0 ? 3 : 0), s, true);
+    }
+    auto l = (*ctx)->decode(all);
+    REQUIRE(l.ok());
+    logits[side_by_side].emplace_back(l->begin(), l->end());
+  }
+  REQUIRE(logits[0].size() == logits[1].size());
+  for (std::size_t i = 0; i < logits[0].size(); ++i) {
+    INFO("step " << i);
+    CHECK(logits[0][i] == logits[1][i]);
+  }
 }

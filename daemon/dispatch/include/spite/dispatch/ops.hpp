@@ -91,6 +91,10 @@ struct op_table {
   // a batch, each over its own cache): the built-in kernels take the query heads of all of them
   // as one job for the pool. May be empty: callers then take attention per call.
   std::function<void(std::span<const attention_args> calls, thread_pool& pool)> attention_many;
+  // The ops may run on several threads at once, each call with a pool of its own (the built-in
+  // CPU kernels, and CPU plug-in kernels, which the host already calls from its threads): a
+  // decode step's experts then run side by side.
+  bool concurrent = false;
 };
 
 // The built-in CPU kernels.
