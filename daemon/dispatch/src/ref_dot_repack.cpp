@@ -1,4 +1,5 @@
-// Exact matmuls for the types the reference repacks (see ref_quant.hpp): Q4_0, IQ4_NL, Q4_K, Q2_K.
+// Exact matmuls for the types the reference repacks (see ref_quant.hpp): Q4_0, IQ4_NL, Q4_K, Q2_K
+// (and MXFP4, below).
 //
 // On x86 the reference's CPU_REPACK buffer type converts weights with a row count that is a
 // multiple of 8 into interleaved 8-row blocks at load time and multiplies them with its own
@@ -21,6 +22,10 @@
 // Weights whose row count is not a multiple of 8 stay unpacked and go through the normal paths:
 // Q4_0 / IQ4_NL through llamafile's tinyBLAS_Q0_AVX for n >= 2 and ggml_vec_dot_*_q8_0 for
 // n == 1; Q4_K / Q2_K through ggml_vec_dot_*_q8_K.
+//
+// MXFP4 (gpt-oss's experts), IQ4_NL's block with E2M1 values and an E8M0 scale, is here for that
+// block: the reference neither repacks it nor has a GEMM for it, so every product is
+// ggml_vec_dot_mxfp4_q8_0, IQ4_NL's x86 vector dot product with d_x * 2^(e - 128).
 //
 // The Q8_0 4-row quantizer gives the same values as the per-row one. The Q8_K 4-row quantizer
 // (AVX2) differs from the scalar one only in the sign of the scale when +amax and -amax both
@@ -115,6 +120,13 @@ void unpack_iq4_nl(const gguf::block_iq4_nl& b, std::int8_t* q) {
   }
 }
 
+void unpack_mxfp4(const gguf::block_mxfp4& b, std::int8_t* q) {
+  for (int l = 0; l < 16; ++l) {
+    q[l] = gguf::quants::iq::kvalues_mxfp4[b.qs[l] & 0xF];
+    q[l + 16] = gguf::quants::iq::kvalues_mxfp4[b.qs[l] >> 4];
+  }
+}
+
 struct row32 {
   std::vector<std::int8_t> q;
   std::vector<float> d;
@@ -128,10 +140,14 @@ void unpack_row32(const std::byte* src, std::int64_t nb, row32& r) {
       const auto& blk = reinterpret_cast<const gguf::block_q4_0*>(src)[b];
       unpack_q4_0(blk, r.q.data() + b * qk0);
       r.d[b] = fp16_to_fp32(blk.d);
-    } else {
+    } else if constexpr (Type == tensor_type::iq4_nl) {
       const auto& blk = reinterpret_cast<const gguf::block_iq4_nl*>(src)[b];
       unpack_iq4_nl(blk, r.q.data() + b * qk0);
       r.d[b] = fp16_to_fp32(blk.d);
+    } else {
+      const auto& blk = reinterpret_cast<const gguf::block_mxfp4*>(src)[b];
+      unpack_mxfp4(blk, r.q.data() + b * qk0);
+      r.d[b] = gguf::quants::iq::e8m0_to_fp32_half(blk.e);
     }
   }
 }
@@ -163,10 +179,10 @@ float dot32_lanes8(const row32& r, const gguf::block_q8_0* x, std::int64_t nb) {
   return reduce8(acc);
 }
 
-// ggml_vec_dot_iq4_nl_q8_0 (x86): blocks alternate between two 8-lane accumulators (lanes of
-// 4 products, d = d_x * d_w), summed before the horizontal reduction; an odd last block is
-// added in scalar code.
-float dot_iq4_nl_vec(const row32& r, const gguf::block_q8_0* x, std::int64_t nb) {
+// ggml_vec_dot_iq4_nl_q8_0 and ggml_vec_dot_mxfp4_q8_0 (x86): blocks alternate between two
+// 8-lane accumulators (lanes of 4 products, d = d_x * d_w), summed before the horizontal
+// reduction; an odd last block is added in scalar code.
+float dot_nl_vec(const row32& r, const gguf::block_q8_0* x, std::int64_t nb) {
   float acc1[8] = {}, acc2[8] = {};
   std::int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
@@ -210,10 +226,12 @@ void matmul32(const weight& w, const float* x, std::int64_t n_tokens, float* y, 
       for (std::int64_t t = 0; t < n_tokens; ++t) {
         const gguf::block_q8_0* xt = xq.data() + t * nb;
         float v;
-        if (repacked) {
+        if (Type == tensor_type::mxfp4) {  // never repacked, no GEMM: the vector dot product
+          v = dot_nl_vec(r, xt, nb);
+        } else if (repacked) {
           v = dot32_repacked(r, xt, nb);
         } else if (Type == tensor_type::iq4_nl && n_tokens == 1) {
-          v = dot_iq4_nl_vec(r, xt, nb);
+          v = dot_nl_vec(r, xt, nb);
         } else {
           v = dot32_lanes8(r, xt, nb);
         }
@@ -226,6 +244,7 @@ void matmul32(const weight& w, const float* x, std::int64_t n_tokens, float* y, 
 constexpr exact_matmul k_table[] = {
     {tensor_type::q4_0, matmul32<tensor_type::q4_0>},
     {tensor_type::iq4_nl, matmul32<tensor_type::iq4_nl>},
+    {tensor_type::mxfp4, matmul32<tensor_type::mxfp4>},
     {tensor_type::q4_K, q4k::matmul_q4_K<>},
     {tensor_type::q2_K, q2k::matmul_q2_K<>},
 };

@@ -271,6 +271,13 @@ struct tile_rows {
   }
 };
 
+// The sum of the 8 int32 lanes (exact while it fits).
+SPITE_AVX2 inline int sum_epi32(__m256i s) {
+  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+}
+
 // Activation block scales as floats and the Q4_0 offset sums, once per batch.
 // quantize_act_q8_0 on one block, plus the block's quant sum: the same max, the same division
 // and multiplication, rounding to nearest even as nearbyint does in the default mode.
@@ -297,10 +304,7 @@ SPITE_AVX2 inline int quantize_block_q8_0(const float* x, std::int8_t* qs, float
   const __m256i q16a = _mm256_packs_epi32(q[0], q[1]), q16b = _mm256_packs_epi32(q[2], q[3]);
   const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q16a, q16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), q8);
-  const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+  return sum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
 }
 
 // A batch of activation rows quantized as Q8_0 blocks: the quants of block i (row-major over
@@ -681,6 +685,7 @@ void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* 
 // simd_x86_iquants.cpp
 void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+void matmul_mxfp4(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_iquant_grid.cpp: IQ1_S, IQ1_M, IQ2_*, IQ3_*, TQ1_0, TQ2_0
 std::span<const exact_matmul> grid_iquant_matmuls();

@@ -360,6 +360,7 @@ constexpr exact_matmul k_table[] = {
     {tensor_type::q5_1, matmul_q5_1},
     {tensor_type::iq4_xs, matmul_iq4_xs},
     {tensor_type::iq4_nl, matmul_iq4_nl},
+    {tensor_type::mxfp4, matmul_mxfp4},
     {tensor_type::f16, matmul_f16},
     {tensor_type::f32, matmul_f32},
     {tensor_type::bf16, matmul_bf16},

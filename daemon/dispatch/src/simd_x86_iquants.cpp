@@ -7,6 +7,8 @@
 // * IQ4_NL (reference: matmul32<iq4_nl> in ref_dot_repack.cpp): Q8_0 activations; a matrix the
 //   reference repacks (rows a multiple of 8) takes one exact block sum and one fma per block
 //   and output. Other matrices keep the reference's code.
+// * MXFP4 (reference: matmul32<mxfp4>): IQ4_NL's vector dot product with E2M1 values and an E8M0
+//   scale, for every matrix (below).
 #include "simd_x86.hpp"
 #include "simd_x86_q4_0_layout.hpp"
 #include "simd_x86_x16.hpp"
@@ -181,7 +183,90 @@ SPITE_AVX2 void iq4_nl_tile8(const weight& w, std::int64_t o, const q8_0_batch& 
   }
 }
 
+// ---- MXFP4 (reference: matmul32<mxfp4> in ref_dot_repack.cpp, ggml_vec_dot_mxfp4_q8_0): per
+// row and activation row, the blocks alternate between two 8-lane accumulators (lanes of 4
+// products, each block's d_x * 2^(e - 128)), which are added before the horizontal sum; an odd
+// last block comes after in scalar order. R rows x K activation rows at a time, each row's
+// block values made once for the K. The values (at most 12 in magnitude) go in as magnitudes
+// against the sign-moved activations, as IQ4_NL's do.
+
+// 2^(e - 128) for every exponent byte: one load instead of the bit work per block.
+struct e8m0_halves {
+  float v[256];
+  e8m0_halves() {
+    for (int e = 0; e < 256; ++e) v[e] = gguf::quants::iq::e8m0_to_fp32_half(static_cast<std::uint8_t>(e));
+  }
+};
+const e8m0_halves k_e8m0;
+
+template <int R, int K>
+SPITE_AVX2 void mxfp4_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
+  const __m128i table128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_mxfp4));
+  const __m256i table = _mm256_set_m128i(table128, table128);
+  const gguf::block_mxfp4* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_mxfp4*>(w.row(o + r));
+  // Block b of row r against activation row t0 + k: its 8 lanes and its d_x * d_w.
+  const auto block = [&](int r, std::int64_t b, const __m256i& q, const __m256i& magnitude, int k, __m256i& lanes) SPITE_AVX2 {
+    const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
+    lanes = dot_lanes(magnitude, _mm256_sign_epi8(x, q));
+    return xb.d[i] * k_e8m0.v[rows[r][b].e];
+  };
+  __m256 acc[R][K][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) acc[r][k][0] = acc[r][k][1] = _mm256_setzero_ps();
+  }
+  for (std::int64_t b = 0; b + 1 < nb; b += 2) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m256i q = _mm256_shuffle_epi8(table, nibbles32(rows[r][b + h].qs));
+        const __m256i magnitude = _mm256_sign_epi8(q, q);
+#pragma GCC unroll 4
+        for (int k = 0; k < K; ++k) {
+          __m256i lanes;
+          const float d = block(r, b + h, q, magnitude, k, lanes);
+          acc[r][k][h] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc[r][k][h]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) {
+      float v = reduce8_vec(_mm256_add_ps(acc[r][k][0], acc[r][k][1]));
+      if (nb % 2 != 0) {  // the exact sum of the last block's products, then one scalar fma
+        const __m256i q = _mm256_shuffle_epi8(table, nibbles32(rows[r][nb - 1].qs));
+        __m256i lanes;
+        const float d = block(r, nb - 1, q, _mm256_sign_epi8(q, q), k, lanes);
+        v = std::fma(d, static_cast<float>(sum_epi32(lanes)), v);
+      }
+      y[(t0 + k) * w.out + o + r] = v;
+    }
+  }
+}
+
 }  // namespace
+
+void matmul_mxfp4(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t nb = w.in / qk0;
+  const q8_0_batch xb(x, w.in, n_tokens, pool);
+  by_row_groups(
+      w.out, pool,
+      [&](std::int64_t o) {
+        std::int64_t t = 0;
+        for (; t + 2 <= n_tokens; t += 2) {
+          mxfp4_tile<2, 2>(w, o, xb, nb, t, y);
+          mxfp4_tile<2, 2>(w, o + 2, xb, nb, t, y);
+        }
+        if (t < n_tokens) mxfp4_tile<4, 1>(w, o, xb, nb, t, y);
+      },
+      [&](std::int64_t o) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) mxfp4_tile<1, 1>(w, o, xb, nb, t, y);
+      });
+}
 
 void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;

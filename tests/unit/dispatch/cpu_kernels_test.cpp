@@ -69,6 +69,16 @@ quantized_matrix random_matrix(tensor_type type, std::int64_t in, std::int64_t o
     case tensor_type::iq3_s: random_blocks(static_cast<spite::gguf::block_iq3_s*>(nullptr)); return m;
     case tensor_type::tq1_0: random_blocks(static_cast<spite::gguf::block_tq1_0*>(nullptr)); return m;
     case tensor_type::tq2_0: random_blocks(static_cast<spite::gguf::block_tq2_0*>(nullptr)); return m;
+    case tensor_type::mxfp4: {
+      // Any code is valid; exponents around 2^-8, with now and then the two subnormal ones.
+      std::uniform_int_distribution<int> byte(0, 255);
+      for (auto& b : m.bytes) b = static_cast<std::byte>(byte(rng));
+      auto* blocks = reinterpret_cast<spite::gguf::block_mxfp4*>(m.bytes.data());
+      for (std::size_t i = 0; i < m.bytes.size() / sizeof(spite::gguf::block_mxfp4); ++i) {
+        blocks[i].e = static_cast<std::uint8_t>(i % 37 == 5 ? i % 2 : 116 + i % 11);
+      }
+      return m;
+    }
     default: break;
   }
   for (std::int64_t r = 0; r < out; ++r) {
@@ -220,6 +230,32 @@ TEST_CASE("the SIMD Q4_1 matmul gives the reference's bits") { check_bit_identic
 TEST_CASE("the SIMD Q5_1 matmul gives the reference's bits") { check_bit_identical(tensor_type::q5_1, 32); }
 TEST_CASE("the SIMD IQ4_XS matmul gives the reference's bits") { check_bit_identical(tensor_type::iq4_xs, 256); }
 TEST_CASE("the SIMD IQ4_NL matmul gives the reference's bits") { check_bit_identical(tensor_type::iq4_nl, 32); }
+TEST_CASE("the SIMD MXFP4 matmul gives the reference's bits") { check_bit_identical(tensor_type::mxfp4, 32); }
+TEST_CASE("the MXFP4 reference matmul is the dot product of the dequantized blocks with the 8-bit activations") {
+  // The table, the halved E8M0 scale and the activations' Q8_0 blocks against the file's
+  // dequantizer in double precision: only the float rounding of the reference's order differs.
+  std::mt19937 rng(11);
+  const std::int64_t in = 5 * 32, out = 13, n_tokens = 3;
+  const quantized_matrix m = random_matrix(tensor_type::mxfp4, in, out, rng);
+  const std::vector<float> x = random_activations(in, n_tokens, rng);
+  std::vector<float> got(static_cast<std::size_t>(out * n_tokens)), w(static_cast<std::size_t>(in)), xq(x.size());
+  spite::thread_pool pool(1);
+  cpu::find_reference_matmul(tensor_type::mxfp4)(m.w, x.data(), n_tokens, got.data(), pool);
+  cpu::convert_activations(tensor_type::mxfp4, x.data(), in, n_tokens, xq.data());
+  for (std::int64_t o = 0; o < out; ++o) {
+    REQUIRE(spite::gguf::dequantize(tensor_type::mxfp4, m.w.row(o), w.data(), in));
+    for (std::int64_t t = 0; t < n_tokens; ++t) {
+      double want = 0.0, magnitude = 0.0;
+      for (std::int64_t i = 0; i < in; ++i) {
+        const double p = static_cast<double>(w[static_cast<std::size_t>(i)]) * xq[static_cast<std::size_t>(t * in + i)];
+        want += p;
+        magnitude += std::abs(p);
+      }
+      INFO("row " << o << ", token " << t);
+      CHECK(std::abs(got[static_cast<std::size_t>(t * out + o)] - want) <= 1e-6 * magnitude + 1e-30);
+    }
+  }
+}
 TEST_CASE("the SIMD grid i-quant and ternary matmuls give the reference's bits") {
   for (const tensor_type type : {tensor_type::iq1_s, tensor_type::iq1_m, tensor_type::iq2_xxs, tensor_type::iq2_xs, tensor_type::iq2_s,
                                  tensor_type::iq3_xxs, tensor_type::iq3_s, tensor_type::tq1_0, tensor_type::tq2_0}) {

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 namespace spite::gguf::quants::iq {
 
@@ -42,6 +43,18 @@ static_assert(ksigns_iq2xs[1] == 129 && ksigns_iq2xs[3] == 3 && ksigns_iq2xs[127
 // IQ4_NL / IQ4_XS: the 16 non-linear 4-bit levels (roughly uniform in the quantile of a normal).
 inline constexpr std::int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                   1,    13,   25,  38,  53,  69,  89,  113};
+
+// MXFP4: the E2M1 codes' values, doubled so that every entry is an integer.
+inline constexpr std::int8_t kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// MXFP4's E8M0 shared exponent as a float, halved for the doubled values above (2^(e - 128);
+// e < 2 gives the subnormals 2^-127 and 2^-126).
+inline float e8m0_to_fp32_half(std::uint8_t e) {
+  const std::uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<std::uint32_t>(e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 
 // IQ1_S / IQ1_M: every group is shifted by +-delta (sign stored per group) before scaling.
 inline constexpr float iq1s_delta = 0.125f;

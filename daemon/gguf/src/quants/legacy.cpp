@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "iq_tables.hpp"
 #include "quants.hpp"
 #include "spite/core/half.hpp"
 #include "spite/gguf/blocks.hpp"
@@ -23,17 +24,6 @@ void widen(const void* src, float* dst, std::int64_t n) {
 
 // Scale reciprocal that maps an all-zero block to zeros instead of NaN.
 inline float inverse_or_zero(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
-
-// E8M0 shared exponent to float, halved because the MXFP4 value table is stored doubled.
-inline float e8m0_to_fp32_half(std::uint8_t e) {
-  const std::uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<std::uint32_t>(e - 1) << 23);
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// E2M1 code -> value x2 (so every entry is an integer).
-constexpr std::int8_t k_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 }  // namespace
 
@@ -274,10 +264,10 @@ void quantize_row_q8_1(const float* x, void* dst, std::int64_t n) {
 void dequantize_row_mxfp4(const void* src, float* dst, std::int64_t n) {
   const auto* b = static_cast<const block_mxfp4*>(src);
   for (std::int64_t i = 0; i < n / qk_legacy; ++i, dst += qk_legacy) {
-    const float d = e8m0_to_fp32_half(b[i].e);
+    const float d = iq::e8m0_to_fp32_half(b[i].e);
     for (int j = 0; j < qk_legacy / 2; ++j) {
-      dst[j] = static_cast<float>(k_mxfp4_values[b[i].qs[j] & 0x0f]) * d;
-      dst[j + 16] = static_cast<float>(k_mxfp4_values[b[i].qs[j] >> 4]) * d;
+      dst[j] = static_cast<float>(iq::kvalues_mxfp4[b[i].qs[j] & 0x0f]) * d;
+      dst[j + 16] = static_cast<float>(iq::kvalues_mxfp4[b[i].qs[j] >> 4]) * d;
     }
   }
 }
