@@ -686,6 +686,12 @@ void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* 
 void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_mxfp4(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+// MXFP4's pieces shared with its AVX-512 kernel (simd_x86_mxfp4_avx512.cpp, which returns false
+// where the AVX-512 VNNI kernels stand aside): 2^(e - 128) for every exponent byte, and an odd
+// last block's exact sum against activation block i added to `sum` by one fma.
+const float* e8m0_halves();
+SPITE_AVX2 float mxfp4_last_block(const gguf::block_mxfp4* blk, const q8_0_batch& xb, std::size_t i, float sum);
+bool matmul_mxfp4_avx512(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_iquant_grid.cpp: IQ1_S, IQ1_M, IQ2_*, IQ3_*, TQ1_0, TQ2_0
 std::span<const exact_matmul> grid_iquant_matmuls();

@@ -14,6 +14,7 @@
 #include "simd_x86_x16.hpp"
 
 #if defined(__x86_64__)
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -190,14 +191,6 @@ SPITE_AVX2 void iq4_nl_tile8(const weight& w, std::int64_t o, const q8_0_batch& 
 // block values made once for the K. The values (at most 12 in magnitude) go in as magnitudes
 // against the sign-moved activations, as IQ4_NL's do.
 
-// 2^(e - 128) for every exponent byte: one load instead of the bit work per block.
-struct e8m0_halves {
-  float v[256];
-  e8m0_halves() {
-    for (int e = 0; e < 256; ++e) v[e] = gguf::quants::iq::e8m0_to_fp32_half(static_cast<std::uint8_t>(e));
-  }
-};
-const e8m0_halves k_e8m0;
 
 template <int R, int K>
 SPITE_AVX2 void mxfp4_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
@@ -205,12 +198,13 @@ SPITE_AVX2 void mxfp4_tile(const weight& w, std::int64_t o, const q8_0_batch& xb
   const __m256i table = _mm256_set_m128i(table128, table128);
   const gguf::block_mxfp4* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const gguf::block_mxfp4*>(w.row(o + r));
+  const float* e8m0 = e8m0_halves();
   // Block b of row r against activation row t0 + k: its 8 lanes and its d_x * d_w.
   const auto block = [&](int r, std::int64_t b, const __m256i& q, const __m256i& magnitude, int k, __m256i& lanes) SPITE_AVX2 {
     const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
     lanes = dot_lanes(magnitude, _mm256_sign_epi8(x, q));
-    return xb.d[i] * k_e8m0.v[rows[r][b].e];
+    return xb.d[i] * e8m0[rows[r][b].e];
   };
   __m256 acc[R][K][2];
 #pragma GCC unroll 4
@@ -218,9 +212,11 @@ SPITE_AVX2 void mxfp4_tile(const weight& w, std::int64_t o, const q8_0_batch& xb
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) acc[r][k][0] = acc[r][k][1] = _mm256_setzero_ps();
   }
+  const next_group_prefetch ahead(w.row(o + R), R * w.row_bytes, nb);  // rows of a few KB
   for (std::int64_t b = 0; b + 1 < nb; b += 2) {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
+      if (t0 == 0) ahead.step(b + h);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m256i q = _mm256_shuffle_epi8(table, nibbles32(rows[r][b + h].qs));
@@ -237,12 +233,7 @@ SPITE_AVX2 void mxfp4_tile(const weight& w, std::int64_t o, const q8_0_batch& xb
   for (int r = 0; r < R; ++r) {
     for (int k = 0; k < K; ++k) {
       float v = reduce8_vec(_mm256_add_ps(acc[r][k][0], acc[r][k][1]));
-      if (nb % 2 != 0) {  // the exact sum of the last block's products, then one scalar fma
-        const __m256i q = _mm256_shuffle_epi8(table, nibbles32(rows[r][nb - 1].qs));
-        __m256i lanes;
-        const float d = block(r, nb - 1, q, _mm256_sign_epi8(q, q), k, lanes);
-        v = std::fma(d, static_cast<float>(sum_epi32(lanes)), v);
-      }
+      if (nb % 2 != 0) v = mxfp4_last_block(rows[r] + nb - 1, xb, static_cast<std::size_t>((t0 + k) * nb + nb - 1), v);
       y[(t0 + k) * w.out + o + r] = v;
     }
   }
@@ -250,9 +241,27 @@ SPITE_AVX2 void mxfp4_tile(const weight& w, std::int64_t o, const q8_0_batch& xb
 
 }  // namespace
 
+const float* e8m0_halves() {
+  static const auto table = [] {
+    std::array<float, 256> v{};
+    for (int e = 0; e < 256; ++e) v[static_cast<std::size_t>(e)] = gguf::quants::iq::e8m0_to_fp32_half(static_cast<std::uint8_t>(e));
+    return v;
+  }();
+  return table.data();
+}
+
+SPITE_AVX2 float mxfp4_last_block(const gguf::block_mxfp4* blk, const q8_0_batch& xb, std::size_t i, float sum) {
+  const __m128i table128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_mxfp4));
+  const __m256i q = _mm256_shuffle_epi8(_mm256_set_m128i(table128, table128), nibbles32(blk->qs));
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
+  const int total = sum_epi32(dot_lanes(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q)));
+  return std::fma(xb.d[i] * e8m0_halves()[blk->e], static_cast<float>(total), sum);
+}
+
 void matmul_mxfp4(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens, pool);
+  if (matmul_mxfp4_avx512(w, xb, n_tokens, y, pool)) return;
   by_row_groups(
       w.out, pool,
       [&](std::int64_t o) {
