@@ -262,19 +262,14 @@ void matmul_mxfp4(const weight& w, const float* x, std::int64_t n_tokens, float*
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens, pool);
   if (matmul_mxfp4_avx512(w, xb, n_tokens, y, pool)) return;
-  by_row_groups(
-      w.out, pool,
-      [&](std::int64_t o) {
-        std::int64_t t = 0;
-        for (; t + 2 <= n_tokens; t += 2) {
-          mxfp4_tile<2, 2>(w, o, xb, nb, t, y);
-          mxfp4_tile<2, 2>(w, o + 2, xb, nb, t, y);
-        }
-        if (t < n_tokens) mxfp4_tile<4, 1>(w, o, xb, nb, t, y);
+  by_row_groups_and_token_tiles<2>(
+      w.out, n_tokens, pool,
+      [&](std::int64_t o, std::int64_t t) {
+        mxfp4_tile<2, 2>(w, o, xb, nb, t, y);
+        mxfp4_tile<2, 2>(w, o + 2, xb, nb, t, y);
       },
-      [&](std::int64_t o) {
-        for (std::int64_t t = 0; t < n_tokens; ++t) mxfp4_tile<1, 1>(w, o, xb, nb, t, y);
-      });
+      [&](std::int64_t o, std::int64_t t) { mxfp4_tile<4, 1>(w, o, xb, nb, t, y); },
+      [&](std::int64_t o, std::int64_t t) { mxfp4_tile<1, 1>(w, o, xb, nb, t, y); });
 }
 
 void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {

@@ -92,19 +92,14 @@ SPITE_AVX512 void mxfp4_tile(const weight& w, std::int64_t o, const q8_0_batch& 
 bool matmul_mxfp4_avx512(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (avx512_q4_K_tiles() == nullptr) return false;  // the AVX-512 VNNI kernels stand aside
   const std::int64_t nb = w.in / qk0;
-  by_row_groups(
-      w.out, pool,
-      [&](std::int64_t o) {
-        std::int64_t t = 0;
-        for (; t + 4 <= n_tokens; t += 4) {
-          mxfp4_tile<2, 4>(w, o, xb, nb, t, y);
-          mxfp4_tile<2, 4>(w, o + 2, xb, nb, t, y);
-        }
-        for (; t < n_tokens; ++t) mxfp4_tile<4, 1>(w, o, xb, nb, t, y);
+  by_row_groups_and_token_tiles<4>(
+      w.out, n_tokens, pool,
+      [&](std::int64_t o, std::int64_t t) {
+        mxfp4_tile<2, 4>(w, o, xb, nb, t, y);
+        mxfp4_tile<2, 4>(w, o + 2, xb, nb, t, y);
       },
-      [&](std::int64_t o) {
-        for (std::int64_t t = 0; t < n_tokens; ++t) mxfp4_tile<1, 1>(w, o, xb, nb, t, y);
-      });
+      [&](std::int64_t o, std::int64_t t) { mxfp4_tile<4, 1>(w, o, xb, nb, t, y); },
+      [&](std::int64_t o, std::int64_t t) { mxfp4_tile<1, 1>(w, o, xb, nb, t, y); });
   return true;
 }
 

@@ -55,6 +55,24 @@ void by_row_groups(std::int64_t out, thread_pool& pool, const Rows4& rows4, cons
   });
 }
 
+// by_row_groups with each group of 4 rows against the activation rows in tiles of K:
+// tile_k(o, t) for rows o..o + 3 and activation rows t..t + K - 1, tile_1(o, t) for those left
+// one at a time, row(o, t) for each row of a last partial group.
+template <int K, class TileK, class Tile1, class Row>
+void by_row_groups_and_token_tiles(std::int64_t out, std::int64_t n_tokens, thread_pool& pool, const TileK& tile_k,
+                                   const Tile1& tile_1, const Row& row) {
+  by_row_groups(
+      out, pool,
+      [&](std::int64_t o) {
+        std::int64_t t = 0;
+        for (; t + K <= n_tokens; t += K) tile_k(o, t);
+        for (; t < n_tokens; ++t) tile_1(o, t);
+      },
+      [&](std::int64_t o) {
+        for (std::int64_t t = 0; t < n_tokens; ++t) row(o, t);
+      });
+}
+
 // fn(g, t0, t1) for every group g < groups and every block [t0, t1) of up to `block` activation
 // rows, spread over the pool in block-major order: the threads work through the same activation
 // rows at a time, which then stay in L2 (one thread's pass over a whole large batch would not),
