@@ -154,8 +154,13 @@ SPITE_AVX512 void dot_rows_heads(const std::uint16_t* rows, std::int64_t stride,
       s[p] = fold_heads<D, HN>(k, qh);
     }
     const __m512 r = finish_4x4(s[0], s[1], s[2], s[3]);
-#pragma GCC unroll 4
-    for (int h = 0; h < HN; ++h) _mm_storeu_ps(out + (h0 + h) * out_stride + i, _mm512_extractf32x4_ps(r, h));
+    // (Immediates written out: an unrolled loop's index is no constant at -O1.)
+    _mm_storeu_ps(out + h0 * out_stride + i, _mm512_castps512_ps128(r));
+    _mm_storeu_ps(out + (h0 + 1) * out_stride + i, _mm512_extractf32x4_ps(r, 1));
+    if constexpr (HN == 4) {
+      _mm_storeu_ps(out + (h0 + 2) * out_stride + i, _mm512_extractf32x4_ps(r, 2));
+      _mm_storeu_ps(out + (h0 + 3) * out_stride + i, _mm512_extractf32x4_ps(r, 3));
+    }
   }
 }
 
