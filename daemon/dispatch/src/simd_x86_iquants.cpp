@@ -191,7 +191,6 @@ SPITE_AVX2 void iq4_nl_tile8(const weight& w, std::int64_t o, const q8_0_batch& 
 // block values made once for the K. The values (at most 12 in magnitude) go in as magnitudes
 // against the sign-moved activations, as IQ4_NL's do.
 
-
 template <int R, int K>
 SPITE_AVX2 void mxfp4_tile(const weight& w, std::int64_t o, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, float* y) {
   const __m128i table128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_mxfp4));

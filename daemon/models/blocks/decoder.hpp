@@ -93,7 +93,7 @@ struct ffn_layer {
   const gguf::tensor_info* gate_exps = nullptr;    // {E, Fe, X}; null: up_exps is fused [gate | up]
   const gguf::tensor_info* up_exps = nullptr;      // {E, Fe, X} or fused {E, 2 Fe, X}
   const gguf::tensor_info* down_exps = nullptr;    // {Fe, E, X}
-  // The same stacks as matrices per expert, bound once (binder::experts): packed for the CPU
+  // The same stacks as matrices per expert, bound once (binder::expert): packed for the CPU
   // kernels where they have a layout, each expert's gate right before its up, so that the two
   // run as one matrix.
   std::vector<linear> gate_x, up_x, down_x;
