@@ -112,14 +112,17 @@ void x16_for_groups_k(const weight& w, std::size_t block_bytes, std::int64_t n_t
 }
 
 // A matmul on a 16-row layout of `block_bytes` per group and super-block: each group against
-// each block of activation rows, two rows per pass (each chunk unpacked once for both), then
-// the last one alone. False, having done nothing, when the AVX-512 kernels stand aside.
+// each block of activation rows, four rows per pass where the layout has such a tile, then two
+// (each chunk unpacked once for all of them), then the last one alone. False, having done nothing, when the AVX-512 kernels stand aside.
 inline bool x16_matmul(const weight& w, std::size_t block_bytes, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y,
-                       thread_pool& pool, x16_tile_fn two, x16_tile_fn one) {
+                       thread_pool& pool, x16_tile_fn two, x16_tile_fn one, x16_tile_fn four = nullptr) {
   if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qkk;
   x16_for_groups_k(w, block_bytes, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
     std::int64_t t = t0;
+    if (four != nullptr) {
+      for (; t + 4 <= t1; t += 4) four(group, nb, xq + t * nb, nb, w.out, y + t * w.out + o);
+    }
     for (; t + 2 <= t1; t += 2) two(group, nb, xq + t * nb, nb, w.out, y + t * w.out + o);
     if (t < t1) one(group, nb, xq + t * nb, nb, w.out, y + t * w.out + o);
   });
