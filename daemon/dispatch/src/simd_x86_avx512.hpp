@@ -88,6 +88,55 @@ SPITE_AVX512 inline __m512 x16_lane_sum(const __m512* acc) {
   return _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
 }
 
+// Lanes L and L + 4 (L < 4) of one super-block for T activation rows, for the tiles of four and
+// more rows (8 lanes a row no longer fit the registers): Unpack::pair<L>(blk, g, q0, q1) gives
+// group g's lanes L and L + 4 (elements 32g + 4L.. and 32g + 16 + 4L.. of the 16 rows), each
+// unpacked once for the T rows, times first_scales[g] and second_scales[g]. Two lanes at a time
+// keep 2T VPDPWSSD chains going (one lane's T chains waited on the instruction's latency).
+template <class Unpack, int L, int T>
+SPITE_AVX512 inline void x16_lane_pair(const std::byte* blk, const std::int8_t* const* xs, const __m512i* first_scales,
+                                       const __m512i* second_scales, __m512i* first, __m512i* second) {
+  static_assert(L >= 0 && L < 4);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) first[t] = second[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+  for (int g = 0; g < 8; ++g) {
+    __m512i q0, q1;
+    Unpack::template pair<L>(blk, g, q0, q1);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const std::int8_t* x = xs[t] + 32 * g + 4 * L;
+      first[t] = _mm512_dpwssd_epi32(first[t], _mm512_maddubs_epi16(q0, _mm512_set1_epi32(load_u32(x))), first_scales[g]);
+      second[t] = _mm512_dpwssd_epi32(second[t], _mm512_maddubs_epi16(q1, _mm512_set1_epi32(load_u32(x + 16))), second_scales[g]);
+    }
+  }
+}
+
+// Super-block b of T activation rows (`stride` blocks apart from x) for the tiles of four and more
+// rows: each row's block, quants and d_w * d_x (dw: the 16 rows' scales).
+template <int T>
+struct x16_block_rows {
+  const gguf::block_q8_K* block[T];
+  const std::int8_t* qs[T];
+  __m512 dxw[T];
+  SPITE_AVX512 x16_block_rows(const gguf::block_q8_K* x, std::int64_t stride, std::int64_t b, __m512 dw) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      block[t] = x + t * stride + b;
+      qs[t] = block[t]->qs;
+      dxw[t] = _mm512_mul_ps(dw, _mm512_set1_ps(block[t]->d));
+    }
+  }
+};
+
+// Part `part` of `parts` of a layout's block two ahead of blk (`block_bytes` each), for the tiles
+// that prefetch a share of it per step.
+template <std::size_t block_bytes, int part, int parts>
+SPITE_AVX512 inline void x16_fetch_two_ahead(const std::byte* blk) {
+  constexpr int lines = static_cast<int>(block_bytes / cache_line), share = (lines + parts - 1) / parts;
+  for (int j = share * part; j < std::min(share * part + share, lines); ++j) prefetch_l1(blk + 2 * block_bytes + cache_line * j);
+}
+
 // A 16-row tile: T activation rows from x (`stride` blocks apart) against the group at
 // group_base; results `out` floats apart from y16.
 using x16_tile_fn = void (*)(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,

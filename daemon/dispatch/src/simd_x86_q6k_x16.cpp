@@ -134,32 +134,28 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
   }
 }
 
-// Lanes L and L + 4 (L < 4) of T activation rows (T >= 4, where 8 lanes a row no longer fit in
-// the registers): chunks 8g + L and 8g + L + 4 share their low-nibble register and their shifts
-// depend on L alone; each is unpacked once for the T rows. Two lanes at a time give 2T
-// independent VPDPWSSD chains (one lane's T chains waited on the instruction's latency).
-template <int L, int T>
-SPITE_AVX512 inline void lane_pair_of_rows(const std::byte* blk, const std::int8_t* const* xs, const gguf::block_q8_K* const* xb,
-                                           const __m512i* scales, const __m512* dxw, float (*acc)[8][16]) {
-  static_assert(L < 4 && low_offset(L) == low_offset(L + 4) && high_shift(L) == high_shift(L + 4));
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
-  // Spread over the 4 pairs, the block two ahead (as group() does).
-  constexpr int lines = static_cast<int>(x16_block / cache_line);
-  for (int j = 14 * L; j < std::min(14 * L + 14, lines); ++j) prefetch_l1(blk + 2 * x16_block + cache_line * j);
-  __m512i first[T], second[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) first[t] = second[t] = _mm512_setzero_si512();
-#pragma GCC unroll 1
-  for (int g = 0; g < 8; ++g) {
+// The lane pairs of x16_lane_pair: chunks 8g + L and 8g + L + 4 share their low-nibble register,
+// and their shifts depend on L alone.
+struct lane_pairs {
+  template <int L>
+  SPITE_AVX512 static void pair(const std::byte* blk, int g, __m512i& q0, __m512i& q1) {
+    static_assert(low_offset(L) == low_offset(L + 4) && high_shift(L) == high_shift(L + 4));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
     const std::byte* at = blk + x16_group * static_cast<std::size_t>(g);
-    const __m512i q0 = chunk<L>(at, m4, m2), q1 = chunk<L + 4>(at, m4, m2);
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const std::int8_t* x = xs[t] + 4 * (8 * g + L);
-      first[t] = _mm512_dpwssd_epi32(first[t], _mm512_maddubs_epi16(q0, _mm512_set1_epi32(load_u32(x))), scales[2 * g]);
-      second[t] = _mm512_dpwssd_epi32(second[t], _mm512_maddubs_epi16(q1, _mm512_set1_epi32(load_u32(x + 16))), scales[2 * g + 1]);
-    }
+    q0 = chunk<L>(at, m4, m2);
+    q1 = chunk<L + 4>(at, m4, m2);
   }
+};
+
+// Lanes L and L + 4 of the T rows, their offsets taken off, into the rows' float lanes.
+template <int L, int T>
+SPITE_AVX512 inline void lane_pair_of_rows(const std::byte* blk, const x16_block_rows<T>& rows, const __m512i* scales,
+                                           float (*acc)[8][16]) {
+  x16_fetch_two_ahead<x16_block, L, 4>(blk);
+  __m512i first[T], second[T];
+  x16_lane_pair<lane_pairs, L, T>(blk, rows.qs, scales, scales + 8, first, second);
+  const gguf::block_q8_K* const* xb = rows.block;
+  const __m512* dxw = rows.dxw;
   const __m512i pairs0 = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * L)));
   const __m512i pairs1 = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * (L + 4))));
 #pragma GCC unroll 8
@@ -174,8 +170,8 @@ SPITE_AVX512 inline void lane_pair_of_rows(const std::byte* blk, const std::int8
   }
 }
 
-// tile16's sums for T >= 4 activation rows, lane by lane: one unpack of each chunk serves all
-// T rows (two-row passes unpack it T / 2 times), with T + 4 registers live instead of 8 T.
+// tile16's sums for T >= 4 activation rows, lane pair by lane pair: one unpack of each chunk
+// serves all T rows (two-row passes unpack it T / 2 times), with 2T + 4 registers live, not 8T.
 template <int T>
 SPITE_AVX512 void tile16_by_lane(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
                                  std::int64_t out, float* y16) {
@@ -183,28 +179,20 @@ SPITE_AVX512 void tile16_by_lane(const std::byte* group_base, std::int64_t nb, c
   alignas(64) float acc[T][8][16] = {};
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
-    const gguf::block_q8_K* xb[T];
-    const std::int8_t* xs[T];
-    __m512 dxw[T];
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      xb[t] = x + t * stride + b;
-      xs[t] = xb[t]->qs;
-      dxw[t] = _mm512_mul_ps(dw, _mm512_set1_ps(xb[t]->d));
-    }
-    // Each 32-element group's two scale pairs (group() makes them as it goes).
+    const x16_block_rows<T> rows(x, stride, b, dw);
+    // Group g's scale of its first 16 elements at g, of its second at 8 + g.
     __m512i scales[16];
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
       const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * g)));
-      scales[2 * g] = x16_pair_half<0>(pairs);
-      scales[2 * g + 1] = x16_pair_half<1>(pairs);
+      scales[g] = x16_pair_half<0>(pairs);
+      scales[8 + g] = x16_pair_half<1>(pairs);
     }
-    lane_pair_of_rows<0, T>(blk, xs, xb, scales, dxw, acc);
-    lane_pair_of_rows<1, T>(blk, xs, xb, scales, dxw, acc);
-    lane_pair_of_rows<2, T>(blk, xs, xb, scales, dxw, acc);
-    lane_pair_of_rows<3, T>(blk, xs, xb, scales, dxw, acc);
+    lane_pair_of_rows<0, T>(blk, rows, scales, acc);
+    lane_pair_of_rows<1, T>(blk, rows, scales, acc);
+    lane_pair_of_rows<2, T>(blk, rows, scales, acc);
+    lane_pair_of_rows<3, T>(blk, rows, scales, acc);
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
