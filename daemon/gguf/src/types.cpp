@@ -46,7 +46,7 @@ constexpr type_traits k_types[] = {
     {tt::bf16, "BF16", 1, 2, false, q::dequantize_row_bf16, q::quantize_row_bf16},
     {tt::tq1_0, "TQ1_0", qk_k, sizeof(block_tq1_0), true, q::dequantize_row_tq1_0, nullptr},
     {tt::tq2_0, "TQ2_0", qk_k, sizeof(block_tq2_0), true, q::dequantize_row_tq2_0, nullptr},
-    {tt::mxfp4, "MXFP4", qk_legacy, sizeof(block_mxfp4), true, q::dequantize_row_mxfp4, nullptr},
+    {tt::mxfp4, "MXFP4", qk_legacy, sizeof(block_mxfp4), true, q::dequantize_row_mxfp4, q::quantize_row_mxfp4},
 };
 
 constexpr std::uint32_t k_max_id = 40;

@@ -272,4 +272,41 @@ void dequantize_row_mxfp4(const void* src, float* dst, std::int64_t n) {
   }
 }
 
+namespace {
+// The code of the E2M1 value nearest to v, v in the doubled units of kvalues_mxfp4; a tie goes to
+// the smaller magnitude and anything past 12 (6.0) saturates, as OCP's conversion rules ask.
+std::uint8_t nearest_e2m1(float v) {
+  const float a = std::fabs(v);
+  std::uint8_t best = 0;
+  float best_error = a;
+  for (std::uint8_t i = 1; i < 8; ++i) {
+    const float error = std::fabs(a - static_cast<float>(iq::kvalues_mxfp4[i]));
+    if (error < best_error) {
+      best = i;
+      best_error = error;
+    }
+  }
+  return best != 0 && v < 0.0f ? static_cast<std::uint8_t>(best | 8) : best;
+}
+}  // namespace
+
+// The shared exponent is OCP's floor(log2(amax)) - emax(E2M1) (emax = 2), written the way the
+// reference engine computes it (floorf(log2f(amax))), so its files and ours agree; the largest
+// element then lands in [4, 8) before rounding and may saturate to 6.
+void quantize_row_mxfp4(const float* x, void* dst, std::int64_t n) {
+  auto* b = static_cast<block_mxfp4*>(dst);
+  for (std::int64_t i = 0; i < n / qk_legacy; ++i, x += qk_legacy) {
+    float amax = 0.0f;
+    for (int j = 0; j < qk_legacy; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const int e = amax > 0.0f && std::isfinite(amax) ? static_cast<int>(std::floor(std::log2(amax))) - 2 + 127
+                                                     : (amax > 0.0f ? 254 : 0);
+    b[i].e = static_cast<std::uint8_t>(std::clamp(e, 0, 254));  // 255 is E8M0's NaN
+    // A division, not a reciprocal: 1 / 2^-128 (e = 0) is past float's range.
+    const float d = iq::e8m0_to_fp32_half(b[i].e);
+    for (int j = 0; j < qk_legacy / 2; ++j) {
+      b[i].qs[j] = static_cast<std::uint8_t>(nearest_e2m1(x[j] / d) | (nearest_e2m1(x[j + 16] / d) << 4));
+    }
+  }
+}
+
 }  // namespace spite::gguf::quants
