@@ -260,6 +260,8 @@ SPITE_AVX2 float mxfp4_last_block(const gguf::block_mxfp4* blk, const q8_0_batch
 void matmul_mxfp4(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens, pool);
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  if (w.packed != nullptr && matmul_mxfp4_x16(w, xb, n_tokens, y, pool)) return;
   if (matmul_mxfp4_avx512(w, xb, n_tokens, y, pool)) return;
   by_row_groups_and_token_tiles<2>(
       w.out, n_tokens, pool,

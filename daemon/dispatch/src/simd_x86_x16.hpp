@@ -29,6 +29,10 @@ bool matmul_q5_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
 bool matmul_q6_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 bool matmul_iq4_xs_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 
+// MXFP4 (simd_x86_mxfp4_x16.cpp), against Q8_0 activations.
+std::size_t pack_mxfp4_x16(weight& w);
+bool matmul_mxfp4_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool);
+
 // Q4_0 and IQ4_NL (`nl`) share one layout and tile (simd_x86_q4_0_x16.cpp), against Q8_0
 // activations.
 std::size_t pack_q4_0_x16(weight& w);
