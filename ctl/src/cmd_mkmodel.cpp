@@ -7,6 +7,7 @@
 #include <cstring>
 #include <cstdio>
 #include <random>
+#include <span>
 #include <thread>
 
 #include "args.hpp"
@@ -27,6 +28,11 @@ struct shape {
   // per token, routed by ffn_gate_inp), a head width apart from n_embd / n_head, QK-norm.
   std::int64_t n_expert = 0, n_used = 0, n_ff_exp = 0, head_dim = 0;
   bool qk_norm = false;
+  // gpt-oss's extras: attention output bias and per-head sinks, biased router and experts, the FFN
+  // norm stored as post_attention_norm, sliding-window layers, YaRN.
+  bool oss_extras = false;
+  std::int64_t sliding_window = 0, yarn_context = 0;
+  float yarn_factor = 0.0f;
 };
 
 constexpr shape shapes[] = {
@@ -41,6 +47,13 @@ constexpr shape shapes[] = {
     {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 40960, 1000000.0f, false, false, 128, 8, 768, 128, true},
     {"moe-small", "qwen3moe", 512, 4, 8, 4, 1536, 2048, 1000000.0f, false, false, 8, 2, 256, 64, true},  // fast
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 40960, 1000000.0f, true, false, 0, 0, 0, 128, true},
+    {.name = "gpt-oss-20b", .arch = "gpt-oss", .n_embd = 2880, .n_layer = 24, .n_head = 64, .n_head_kv = 8, .n_ff = 2880,
+     .n_ctx = 131072, .rope_base = 150000.0f, .tied_output = false, .qkv_bias = true, .n_expert = 32, .n_used = 4,
+     .n_ff_exp = 2880, .head_dim = 64, .qk_norm = false, .oss_extras = true, .sliding_window = 128, .yarn_context = 4096,
+     .yarn_factor = 32.0f},
+    {.name = "gpt-oss-small", .arch = "gpt-oss", .n_embd = 512, .n_layer = 2, .n_head = 8, .n_head_kv = 2, .n_ff = 512,
+     .n_ctx = 4096, .rope_base = 150000.0f, .tied_output = false, .qkv_bias = true, .n_expert = 8, .n_used = 2, .n_ff_exp = 512,
+     .head_dim = 64, .qk_norm = false, .oss_extras = true, .sliding_window = 128, .yarn_context = 4096, .yarn_factor = 32.0f},  // fast
 };
 
 // llama.cpp's rule for the layers that get more bits in the _M mixes: the first and last eighth
@@ -51,9 +64,11 @@ using gguf::tensor_type;
 
 // The type of one tensor under a mix (or the plain type).
 tensor_type type_for(std::string_view mix, tensor_type base, std::string_view tensor, std::int64_t layer, std::int64_t n_layer) {
+  if (tensor == "ffn_gate_inp") return tensor_type::f32;  // routers stay F32, as llama-quantize keeps them
+  // llama-quantize's MXFP4_MOE: the experts in MXFP4, everything else Q8_0 (the output too).
+  if (mix == "MXFP4_MOE") return tensor.ends_with("_exps") ? tensor_type::mxfp4 : tensor_type::q8_0;
   const bool plain_float = base == tensor_type::f32 || base == tensor_type::f16 || base == tensor_type::bf16;
   if (tensor == "output") return plain_float || base == tensor_type::q8_0 ? base : tensor_type::q6_K;
-  if (tensor == "ffn_gate_inp") return tensor_type::f32;  // routers stay F32, as llama-quantize keeps them
   if (tensor == "ffn_down_exps") tensor = "ffn_down";
   if (mix == "Q4_K_M" || mix == "Q5_K_M") {
     if ((tensor == "attn_v" || tensor == "ffn_down") && use_more_bits(layer, n_layer)) return tensor_type::q6_K;
@@ -80,7 +95,7 @@ std::optional<type_choice> parse_type(std::string name) {
   for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   static const std::pair<std::string_view, std::string_view> mixes[] = {
       {"Q4_K_M", "Q4_K"}, {"Q4_K_S", "Q4_K"}, {"Q5_K_M", "Q5_K"}, {"Q5_K_S", "Q5_K"},
-      {"Q3_K_M", "Q3_K"}, {"Q3_K_S", "Q3_K"}, {"Q3_K_L", "Q3_K"}, {"Q2_K_S", "Q2_K"}};
+      {"Q3_K_M", "Q3_K"}, {"Q3_K_S", "Q3_K"}, {"Q3_K_L", "Q3_K"}, {"Q2_K_S", "Q2_K"}, {"MXFP4_MOE", "MXFP4"}};
   for (const auto& [mix, base] : mixes) {
     if (name == mix) return type_choice{std::string(mix), gguf::find_type_by_name(base)->type};
   }
@@ -122,7 +137,7 @@ std::vector<std::byte> ones(std::int64_t n) {
 int run_mkmodel(const std::vector<std::string>& argv) {
   args a;
   a.option("--shape", "NAME", "the model shape (see --list)")
-      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL, or a mix Q4_K_M ...")
+      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL MXFP4, or a mix Q4_K_M ... MXFP4_MOE")
       .option("--vocab", "FILE", "a GGUF whose tokenizer (tokenizer.*) the model takes")
       .option("--out", "FILE", "where to write the model")
       .option("--seed", "S", "random seed (default 1)")
@@ -204,6 +219,12 @@ int run_mkmodel(const std::vector<std::string>& argv) {
     w.set(arch + ".expert_used_count", gguf::value::u32(static_cast<std::uint32_t>(sh->n_used)));
     w.set(arch + ".expert_feed_forward_length", gguf::value::u32(static_cast<std::uint32_t>(sh->n_ff_exp)));
   }
+  if (sh->sliding_window > 0) w.set(arch + ".attention.sliding_window", gguf::value::u32(static_cast<std::uint32_t>(sh->sliding_window)));
+  if (sh->yarn_factor > 0.0f) {
+    w.set(arch + ".rope.scaling.type", gguf::value::string("yarn"));
+    w.set(arch + ".rope.scaling.factor", gguf::value::f32(sh->yarn_factor));
+    w.set(arch + ".rope.scaling.original_context_length", gguf::value::u32(static_cast<std::uint32_t>(sh->yarn_context)));
+  }
   for (const auto& kv : vocab->meta().entries()) {
     if (kv.key.starts_with("tokenizer.")) w.set(std::string(kv.key), kv.val);
   }
@@ -241,9 +262,11 @@ int run_mkmodel(const std::vector<std::string>& argv) {
     const std::int64_t shape1[] = {n};
     return w.add_tensor(name, tensor_type::f32, shape1, ones(n)).ok();
   };
-  const auto add_bias = [&](const std::string& name, std::int64_t n) {
-    const std::int64_t shape1[] = {n};
-    return w.add_tensor(name, tensor_type::f32, shape1, random_tensor(tensor_type::f32, n, 1, stddev, ++tensor_seed)).ok();
+  // F32 biases: one vector of n, or (experts) `count` of them as an [n, count] matrix.
+  const auto add_bias = [&](const std::string& name, std::int64_t n, std::int64_t count = 1) {
+    const std::int64_t shape2[] = {n, count};
+    const std::span<const std::int64_t> dims(shape2, count > 1 ? 2 : 1);
+    return w.add_tensor(name, tensor_type::f32, dims, random_tensor(tensor_type::f32, n, count, stddev, ++tensor_seed)).ok();
   };
   const auto t = [&](std::string_view tensor, std::int64_t layer) {
     return type_for(choice->mix, choice->base, tensor, layer, n_layer);
@@ -255,7 +278,16 @@ int run_mkmodel(const std::vector<std::string>& argv) {
     const std::int64_t q = sh->n_head * head_dim, kv = sh->n_head_kv * head_dim;
     ok = add_norm(p + "attn_norm.weight", sh->n_embd) && add(p + "attn_q.weight", t("attn_q", l), sh->n_embd, q) &&
          add(p + "attn_k.weight", t("attn_k", l), sh->n_embd, kv) && add(p + "attn_v.weight", t("attn_v", l), sh->n_embd, kv) &&
-         add(p + "attn_output.weight", t("attn_output", l), q, sh->n_embd) && add_norm(p + "ffn_norm.weight", sh->n_embd);
+         add(p + "attn_output.weight", t("attn_output", l), q, sh->n_embd) &&
+         add_norm(p + (sh->oss_extras ? "post_attention_norm.weight" : "ffn_norm.weight"), sh->n_embd);
+    if (ok && sh->oss_extras) {
+      const std::int64_t shape1[] = {sh->n_head};
+      ok = add_bias(p + "attn_output.bias", sh->n_embd) &&
+           w.add_tensor(p + "attn_sinks.weight", tensor_type::f32, shape1, ones(sh->n_head)).ok() &&
+           add_bias(p + "ffn_gate_inp.bias", sh->n_expert) && add_bias(p + "ffn_gate_exps.bias", sh->n_ff_exp, sh->n_expert) &&
+           add_bias(p + "ffn_up_exps.bias", sh->n_ff_exp, sh->n_expert) &&
+           add_bias(p + "ffn_down_exps.bias", sh->n_embd, sh->n_expert);
+    }
     if (ok && sh->qk_norm) ok = add_norm(p + "attn_q_norm.weight", head_dim) && add_norm(p + "attn_k_norm.weight", head_dim);
     if (ok && sh->n_expert > 0) {
       const std::int64_t X = sh->n_expert, F = sh->n_ff_exp;

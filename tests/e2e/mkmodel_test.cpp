@@ -69,6 +69,39 @@ TEST_CASE("mkmodel writes mixture-of-experts shapes (qwen3moe: 3-D expert stacks
   CHECK_THAT(too_many.err, Catch::Contains("--layers must be 1..4"));
 }
 
+TEST_CASE("mkmodel writes gpt-oss shapes with llama-quantize's MXFP4_MOE mix (MXFP4 experts, Q8_0 elsewhere) that spite runs") {
+  temp_dir dir;
+  const std::string out = (dir.path() / "oss.gguf").string();
+  const std::string vocab = shared_path("models/vocab/ggml-vocab-llama-spm.gguf").string();
+  const auto r = run_process({SPITECTL_PATH, "mkmodel", "--shape", "gpt-oss-small", "--type", "MXFP4_MOE", "--vocab", vocab, "--out", out});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = spite::gguf::file::open(out);
+  REQUIRE(f.ok());
+  CHECK(f->meta().get_string("general.architecture") == "gpt-oss");
+  CHECK(f->meta().get_uint("gpt-oss.attention.sliding_window") == 128u);
+  CHECK(f->meta().get_string("gpt-oss.rope.scaling.type") == "yarn");
+  const auto type_of = [&](const char* name) {
+    const auto* t = f->find_tensor(name);
+    return t == nullptr ? std::string("missing") : std::string(spite::gguf::type_name(t->type));
+  };
+  CHECK(type_of("blk.1.ffn_gate_exps.weight") == "MXFP4");
+  CHECK(type_of("blk.1.ffn_down_exps.weight") == "MXFP4");
+  CHECK(type_of("blk.0.attn_q.weight") == "Q8_0");
+  CHECK(type_of("output.weight") == "Q8_0");
+  CHECK(type_of("blk.0.ffn_gate_inp.weight") == "F32");
+  for (const char* extra : {"blk.0.attn_sinks.weight", "blk.0.attn_output.bias", "blk.0.post_attention_norm.weight",
+                            "blk.0.ffn_gate_inp.bias", "blk.0.ffn_up_exps.bias", "blk.0.ffn_down_exps.bias"}) {
+    CHECK(type_of(extra) == "F32");
+  }
+  const auto* up_bias = f->find_tensor("blk.1.ffn_up_exps.bias");
+  REQUIRE(up_bias != nullptr);
+  CHECK((up_bias->n_dims == 2 && up_bias->ne[0] == 512 && up_bias->ne[1] == 8));
+  const auto run = run_process({SPITECTL_PATH, "run", "--local", "--model", out, "--prompt", "Hello", "-n", "4", "--temperature", "0"});
+  INFO(run.err);
+  CHECK(run.exit_code == 0);
+}
+
 TEST_CASE("mkmodel falls back like llama.cpp where rows do not hold whole k-quant blocks") {
   temp_dir dir;
   const std::string out = (dir.path() / "s15.gguf").string();
