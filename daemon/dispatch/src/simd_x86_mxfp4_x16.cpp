@@ -7,14 +7,13 @@
 // On the file's 17-byte blocks each row's codes are looked up, their signs moved onto the
 // activations and the lanes reduced row by row (MXFP4:2880:2880, one thread, one activation
 // row from memory: 67 % of a plain read). Here a 64-byte register is one 4-element chunk of 16
-// rows, so a lane of 16 rows is one vector, VPDPBUSD's signed operand: the values themselves
-// (VPSHUFB of E2M1's doubled values), against the activation quants + 128 as a broadcast
-// unsigned operand; each lane starts at -128 x the sum of its 4 values (one VPDPBUSD per chunk
-// for all activation rows), so the lanes are exactly the reference's. One row from memory: 87 %
-// of a plain read; alternated with the file's layout, 16 rows 2.19-2.22 -> 1.21-1.26 ms, 128
-// rows 17.5-17.7 -> 9.9-10.3. The float lanes (two parities x 8, the reference's order) are the
-// bound: 8 conversions and 8 fmas a block for every 8 VPDPBUSD. Keeping them in registers pass
-// by pass (lanes i and 4 + i) gave 12.1-12.4 ms; eight activation rows at a time, no gain.
+// rows, so a lane of 16 rows is one vector and every VPDPBUSD takes its activation dword as a
+// broadcast (struct activations: how the signs are handled for one row and for several).
+// Alternated with the file's layout (one thread, from the caches): 1 row 0.12 -> 0.10 ms, 2 rows
+// 0.23 -> 0.18, 16 rows 2.2 -> 1.1, 128 rows 17.6 -> 9.1; one row from memory 67 -> 87 % of a
+// plain read. The float lanes (two parities x 8, the reference's order) are the bound: 8
+// conversions and 8 fmas a block for every 8 VPDPBUSD. Keeping them in registers pass by pass
+// (lanes i and 4 + i) gave 12.1-12.4 ms for 128 rows; eight rows at a time, no gain.
 // Per group of 16 rows and span of 4 blocks (1088 bytes, 17 cache lines; the file's 16 x 4 x 17):
 //   exps[4][16]     u8 at 16 j + r: row r's E8M0 exponent of block 4s + j;
 //   quants[4][4]    64-byte registers at 64 + 256 j + 64 i: bytes 4r..4r+3 are row r's
@@ -47,20 +46,46 @@ SPITE_AVX512 inline __m512 scales16(const std::byte* exps) {
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, subnormal));
 }
 
-// A block's 8 chunks (chunk c: elements 4c..4c+3 of the 16 rows) as E2M1's doubled values, and
-// for each -128 x the sum of its 4 values in every row: the lane's start, the activations going
-// in as x + 128 (unsigned) against the signed values.
+// The activations two ways. One activation row: the block's values + 128 (unsigned, VPDPBUSD's
+// first operand) against the quants, each lane starting at -128 x the sum of its 4 activation
+// quants (the lane corrections of packed Q8_0, from memory). Several: the values themselves
+// (signed) against the quants + 128, each lane starting at -128 x the sum of its 4 values,
+// made once per chunk for all the rows (16 operations a block, more than one row's 8 loads).
+struct activations {
+  const q8_0_batch& xb;
+  const std::int32_t* corr;  // 8 per block, for one activation row
+  const std::int8_t* xp;     // the quants + 128, for several
+};
+
+// Block chunk c (elements 4c..4c+3 of the 16 rows), as the form wants: values + 128 (Signed
+// false) or the values with each lane's start.
+template <bool Signed>
 SPITE_AVX512 inline void unpack(const std::byte* quants, __m512i (&chunk)[8], __m512i (&start)[8]) {
-  const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_mxfp4)));
-  const __m512i m4 = _mm512_set1_epi8(0x0F), bias = _mm512_set1_epi8(static_cast<char>(0x80)), zero = _mm512_setzero_si512();
+  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_mxfp4));
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i table = Signed ? _mm512_broadcast_i32x4(values) : _mm512_xor_si512(_mm512_broadcast_i32x4(values), bias);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
     const __m512i v = _mm512_load_si512(quants + 64 * i);
     chunk[i] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
     chunk[4 + i] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
   }
+  if constexpr (Signed) {
 #pragma GCC unroll 8
-  for (int c = 0; c < 8; ++c) start[c] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, chunk[c]));
+    for (int c = 0; c < 8; ++c) start[c] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, chunk[c]));
+  }
+}
+
+// Lane L of activation block i: the exact sum of the 4 products of each of the 16 rows.
+template <bool Signed>
+SPITE_AVX512 inline __m512i lane(const activations& a, std::size_t i, int L, const __m512i (&chunk)[8], const __m512i (&start)[8]) {
+  if constexpr (Signed) {
+    return _mm512_dpbusd_epi32(start[L], _mm512_set1_epi32(load_u32(a.xp + qk0 * i + 4 * L)), chunk[L]);
+  } else {
+    return _mm512_dpbusd_epi32(_mm512_set1_epi32(a.corr[8 * i + static_cast<std::size_t>(L)]), chunk[L],
+                               _mm512_set1_epi32(load_u32(a.xb.qs(i) + 4 * L)));
+  }
 }
 
 // Block b's share (a quarter) of the span four ahead: the hardware prefetchers alone lag behind
@@ -74,29 +99,53 @@ SPITE_AVX512 inline void fetch_ahead(const std::byte* span, std::int64_t b) {
 // with `fetch` each block fetches its share of the span four ahead. The float lanes live in
 // memory (16 per activation row and group): each is touched once per block.
 template <int S, int K>
-SPITE_AVX512 void tile(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, const std::int8_t* xp,
-                       std::int64_t t0, std::int64_t out, bool fetch, float* const* y16) {
-  alignas(64) float acc[S][K][2][8][16] = {};
-  const std::int64_t paired = nb & ~std::int64_t{1};
-  for (std::int64_t b = 0; b < paired; ++b) {
-    const auto h = static_cast<std::size_t>(b & 1), j = static_cast<std::size_t>(b % span_blocks);
+SPITE_AVX512 void tile(const std::byte* const* groups, std::int64_t nb, const activations& a, std::int64_t t0, std::int64_t out,
+                       bool fetch, float* const* y16) {
+  constexpr bool Signed = K > 1;
+  const q8_0_batch& xb = a.xb;
+  // The float lanes (parity h, lane L of each row and group): in registers, spilled by the
+  // compiler where they do not fit, or for two groups of two rows in memory, which measured
+  // faster there (MXFP4:2880:2880, two rows from the caches: 0.175 against 0.208 ms; the other
+  // tiles 10-20 % slower in memory).
+  constexpr bool in_memory = S == 2 && K == 2;
+  __m512 acc[S][K][2][8];
+  alignas(64) float memory[in_memory ? S : 1][in_memory ? K : 1][2][8][16];
 #pragma GCC unroll 2
-    for (int s = 0; s < S; ++s) {
-      const std::byte* span = groups[s] + static_cast<std::size_t>(b / span_blocks) * x16_span;
-      if (fetch) fetch_ahead(span, b);
-      const __m512 dw = scales16(span + 16 * j);
-      __m512i chunk[8], start[8];
-      unpack(span + x16_quants + x16_block_quants * j, chunk, start);
+  for (int s = 0; s < S; ++s) {
 #pragma GCC unroll 4
-      for (int k = 0; k < K; ++k) {
-        const auto i = static_cast<std::size_t>((t0 + k) * nb + b);
-        const std::int8_t* x = xp + qk0 * i;
-        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(xb.d[i]), dw);  // the reference's d_x * d_w
+    for (int k = 0; k < K; ++k) {
 #pragma GCC unroll 8
-        for (int L = 0; L < 8; ++L) {
-          const __m512i lane = _mm512_dpbusd_epi32(start[L], _mm512_set1_epi32(load_u32(x + 4 * L)), chunk[L]);
-          float* a = acc[s][k][h][L];
-          _mm512_store_ps(a, _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lane), _mm512_load_ps(a)));
+      for (int L = 0; L < 8; ++L) acc[s][k][0][L] = acc[s][k][1][L] = _mm512_setzero_ps();
+    }
+  }
+  if constexpr (in_memory) std::memset(memory, 0, sizeof memory);
+  const std::int64_t paired = nb & ~std::int64_t{1};
+  for (std::int64_t b0 = 0; b0 < paired; b0 += 2) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t b = b0 + h;
+      const auto j = static_cast<std::size_t>(b % span_blocks);
+#pragma GCC unroll 2
+      for (int s = 0; s < S; ++s) {
+        const std::byte* span = groups[s] + static_cast<std::size_t>(b / span_blocks) * x16_span;
+        if (fetch) fetch_ahead(span, b);
+        const __m512 dw = scales16(span + 16 * j);
+        __m512i chunk[8], start[8];
+        unpack<Signed>(span + x16_quants + x16_block_quants * j, chunk, start);
+#pragma GCC unroll 4
+        for (int k = 0; k < K; ++k) {
+          const auto i = static_cast<std::size_t>((t0 + k) * nb + b);
+          const __m512 d = _mm512_mul_ps(_mm512_set1_ps(xb.d[i]), dw);  // the reference's d_x * d_w
+#pragma GCC unroll 8
+          for (int L = 0; L < 8; ++L) {
+            const __m512 l = _mm512_cvtepi32_ps(lane<Signed>(a, i, L, chunk, start));
+            if constexpr (in_memory) {
+              float* f = memory[s][k][h][L];
+              _mm512_store_ps(f, _mm512_fmadd_ps(d, l, _mm512_load_ps(f)));
+            } else {
+              acc[s][k][h][L] = _mm512_fmadd_ps(d, l, acc[s][k][h][L]);
+            }
+          }
         }
       }
     }
@@ -107,20 +156,21 @@ SPITE_AVX512 void tile(const std::byte* const* groups, std::int64_t nb, const q8
     for (int k = 0; k < K; ++k) {
       __m512 lanes[8];
 #pragma GCC unroll 8
-      for (int L = 0; L < 8; ++L) lanes[L] = _mm512_add_ps(_mm512_load_ps(acc[s][k][0][L]), _mm512_load_ps(acc[s][k][1][L]));
+      for (int L = 0; L < 8; ++L) {
+        lanes[L] = in_memory ? _mm512_add_ps(_mm512_load_ps(memory[s][k][0][L]), _mm512_load_ps(memory[s][k][1][L]))
+                             : _mm512_add_ps(acc[s][k][0][L], acc[s][k][1][L]);
+      }
       __m512 v = x16_lane_sum(lanes);
       if (nb != paired) {  // the odd last block: its exact sum, one fma
         const std::int64_t b = nb - 1;
         const std::byte* span = groups[s] + static_cast<std::size_t>(b / span_blocks) * x16_span;
         const auto j = static_cast<std::size_t>(b % span_blocks);
         __m512i chunk[8], start[8];
-        unpack(span + x16_quants + x16_block_quants * j, chunk, start);
+        unpack<Signed>(span + x16_quants + x16_block_quants * j, chunk, start);
         const auto i = static_cast<std::size_t>((t0 + k) * nb + b);
         __m512i total = _mm512_setzero_si512();
 #pragma GCC unroll 8
-        for (int L = 0; L < 8; ++L) {
-          total = _mm512_add_epi32(total, _mm512_dpbusd_epi32(start[L], _mm512_set1_epi32(load_u32(xp + qk0 * i + 4 * L)), chunk[L]));
-        }
+        for (int L = 0; L < 8; ++L) total = _mm512_add_epi32(total, lane<Signed>(a, i, L, chunk, start));
         v = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xb.d[i]), scales16(span + 16 * j)), _mm512_cvtepi32_ps(total), v);
       }
       _mm512_storeu_ps(y16[s] + (t0 + k) * out, v);
@@ -157,36 +207,37 @@ std::size_t pack_mxfp4_x16(weight& w) {
 }
 
 bool matmul_mxfp4_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  // Up to here the activation rows go over the matrix as two streams, 4 of them together; more
-  // take the tiles of a group at a time by blocks of activation rows.
+  // Up to here the activation rows go over the matrix as two streams; more take the tiles of a
+  // group at a time by blocks of activation rows. Either way in tiles of 4, then 2, then 1.
   constexpr std::int64_t small_batch = 8;
   if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qk0;
   const std::size_t stride = group_bytes(nb);
-  // The activation quants + 128, VPDPBUSD's unsigned operand.
-  aligned_vector<std::int8_t> xp(static_cast<std::size_t>(nb * n_tokens) * qk0);
+  // Each form of the activations only where a tile takes it: a lone row (an odd count) its
+  // lane corrections, the others their quants + 128.
+  aligned_vector<std::int32_t> corr;
+  if (n_tokens % 2 != 0) q8_0_lane_corrections(xb, nb, n_tokens, pool, corr);
+  aligned_vector<std::int8_t> xp(n_tokens > 1 ? static_cast<std::size_t>(nb * n_tokens) * qk0 : 0);
   for (std::size_t n = 0; n < xp.size(); ++n) xp[n] = static_cast<std::int8_t>(xb.quants[n] ^ 0x80);
+  const activations a{xb, corr.data(), xp.data()};
+  // Rows [t0, t1) of a group (or a pair, S = 2) in tiles of 4, 2 and 1.
+  const auto rows = [&]<int S>(const std::byte* const* groups, std::int64_t t0, std::int64_t t1, float* const* ys) {
+    std::int64_t t = t0;
+    for (; t + 4 <= t1; t += 4) tile<S, 4>(groups, nb, a, t, w.out, t == t0, ys);
+    if (t + 2 <= t1) tile<S, 2>(groups, nb, a, t, w.out, t == t0, ys), t += 2;
+    if (t < t1) tile<S, 1>(groups, nb, a, t, w.out, t == t0, ys);
+  };
   if (n_tokens <= small_batch) {
-    const std::int64_t tiles = n_tokens / 4 + n_tokens % 4;
-    const auto run = [&]<int S>(const std::byte* const* groups, std::int64_t j, float* const* ys) {
-      if (4 * j + 4 <= n_tokens) {
-        tile<S, 4>(groups, nb, xb, xp.data(), 4 * j, w.out, true, ys);
-      } else {
-        tile<S, 1>(groups, nb, xb, xp.data(), n_tokens / 4 * 4 + (j - n_tokens / 4), w.out, true, ys);
-      }
-    };
     by_group_pairs<16>(
-        w.out / 16, tiles, y, pool, [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * stride; },
-        [&](const std::byte* const* both, std::int64_t j, float* const* ys) { run.template operator()<2>(both, j, ys); },
-        [&](const std::byte* group, std::int64_t j, float* y16) { run.template operator()<1>(&group, j, &y16); });
+        w.out / 16, 1, y, pool, [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * stride; },
+        [&](const std::byte* const* both, std::int64_t, float* const* ys) { rows.template operator()<2>(both, 0, n_tokens, ys); },
+        [&](const std::byte* group, std::int64_t, float* y16) { rows.template operator()<1>(&group, 0, n_tokens, &y16); });
     return true;
   }
   const std::size_t x_row_bytes = q8_0_batch::row_bytes(nb) + static_cast<std::size_t>(nb) * qk0;
   x16_for_groups(w, stride, x_row_bytes, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
     float* yo = y + o;
-    std::int64_t t = t0;
-    for (; t + 4 <= t1; t += 4) tile<1, 4>(&group, nb, xb, xp.data(), t, w.out, t == t0, &yo);
-    for (; t < t1; ++t) tile<1, 1>(&group, nb, xb, xp.data(), t, w.out, t == t0, &yo);
+    rows.template operator()<1>(&group, t0, t1, &yo);
   });
   return true;
 }
