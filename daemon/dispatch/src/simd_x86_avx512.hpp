@@ -129,6 +129,20 @@ struct x16_block_rows {
   }
 };
 
+// The four-row tiles' end: each activation row's float lanes (in memory) summed in reduce8_vec's
+// order, plus extra[t] where given, to y16 + t * out.
+template <int T>
+SPITE_AVX512 inline void x16_store_lane_sums(const float (*acc)[8][16], float* y16, std::int64_t out, const __m512* extra = nullptr) {
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    __m512 lanes[8];
+#pragma GCC unroll 8
+    for (int L = 0; L < 8; ++L) lanes[L] = _mm512_load_ps(acc[t][L]);
+    const __m512 sum = x16_lane_sum(lanes);
+    _mm512_storeu_ps(y16 + t * out, extra != nullptr ? _mm512_add_ps(sum, extra[t]) : sum);
+  }
+}
+
 // Part `part` of `parts` of a layout's block two ahead of blk (`block_bytes` each), for the tiles
 // that prefetch a share of it per step.
 template <std::size_t block_bytes, int part, int parts>

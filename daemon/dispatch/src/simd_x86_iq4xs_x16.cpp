@@ -103,6 +103,61 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(y16 + t * out, x16_lane_sum(acc[t]));
 }
 
+// Lanes L and L + 4 (the low and high nibbles of each sub-block's register L) of T >= 4
+// activation rows, sub-block by sub-block, into the rows' float lanes: each chunk's magnitudes
+// and signs made once for the T rows (as simd_x86_q6k_x16.cpp's four-row tile does).
+template <int L, int T>
+SPITE_AVX512 inline void lane_pair_of_rows(const std::byte* blk, const x16_block_rows<T>& rows, const __m512i* scales,
+                                           __m512i magnitudes, float (*acc)[8][16]) {
+  x16_fetch_two_ahead<x16_block, L, 4>(blk);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
+  __m512i first[T], second[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) first[t] = second[t] = zero;
+#pragma GCC unroll 1
+  for (int s = 0; s < 8; ++s) {
+    const __m512i v = _mm512_load_si512(blk + x16_quants + x16_sub_block * static_cast<std::size_t>(s) + 64 * L);
+    const __m512i i0 = _mm512_and_si512(v, m4), i1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    const __m512i g0 = _mm512_shuffle_epi8(magnitudes, i0), g1 = _mm512_shuffle_epi8(magnitudes, i1);
+    const __mmask64 n0 = _mm512_testn_epi8_mask(i0, eight), n1 = _mm512_testn_epi8_mask(i1, eight);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const std::int8_t* x = rows.qs[t] + 32 * s + 4 * L;
+      const __m512i x0 = _mm512_set1_epi32(load_u32(x)), x1 = _mm512_set1_epi32(load_u32(x + 16));
+      first[t] = _mm512_dpwssd_epi32(first[t], _mm512_maddubs_epi16(g0, _mm512_mask_sub_epi8(x0, n0, zero, x0)), scales[s]);
+      second[t] = _mm512_dpwssd_epi32(second[t], _mm512_maddubs_epi16(g1, _mm512_mask_sub_epi8(x1, n1, zero, x1)), scales[s]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    _mm512_store_ps(acc[t][L], _mm512_fmadd_ps(rows.dxw[t], _mm512_cvtepi32_ps(first[t]), _mm512_load_ps(acc[t][L])));
+    _mm512_store_ps(acc[t][L + 4], _mm512_fmadd_ps(rows.dxw[t], _mm512_cvtepi32_ps(second[t]), _mm512_load_ps(acc[t][L + 4])));
+  }
+}
+
+// tile16's sums for T >= 4 activation rows, lane pair by lane pair.
+template <int T>
+SPITE_AVX512 void tile16_by_lane(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
+                                 std::int64_t out, float* y16) {
+  const __m512i magnitudes = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(k_magnitudes.data())));
+  alignas(64) float acc[T][8][16] = {};
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
+    const x16_block_rows<T> rows(x, stride, b, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk))));
+    __m512i scales[8];  // sub-block s's scale of each row in both int16 halves of its dword
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const __m512i s32 = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + x16_scales + 16 * s)));
+      scales[s] = _mm512_ternarylogic_epi32(_mm512_slli_epi32(s32, 16), s32, _mm512_set1_epi32(0xFFFF), a_or_b_and_c);
+    }
+    lane_pair_of_rows<0, T>(blk, rows, scales, magnitudes, acc);
+    lane_pair_of_rows<1, T>(blk, rows, scales, magnitudes, acc);
+    lane_pair_of_rows<2, T>(blk, rows, scales, magnitudes, acc);
+    lane_pair_of_rows<3, T>(blk, rows, scales, magnitudes, acc);
+  }
+  x16_store_lane_sums<T>(acc, y16, out);
+}
+
 }  // namespace
 
 std::size_t pack_iq4_xs_x16(weight& w) {
@@ -119,7 +174,9 @@ std::size_t pack_iq4_xs_x16(weight& w) {
 }
 
 bool matmul_iq4_xs_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>);
+  // Four rows lane pair by lane pair (IQ4_XS:2048:5632, four rows: two threads from memory
+  // 0.224-0.231 -> 0.184-0.192 ms, one thread from the caches 0.395-0.402 -> 0.33-0.35).
+  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>, tile16_by_lane<4>);
 }
 
 }  // namespace spite::dispatch::cpu::x86

@@ -194,13 +194,7 @@ SPITE_AVX512 void tile16_by_lane(const std::byte* group_base, std::int64_t nb, c
     lane_pair_of_rows<2, T>(blk, rows, scales, acc);
     lane_pair_of_rows<3, T>(blk, rows, scales, acc);
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    __m512 lanes[8];
-#pragma GCC unroll 8
-    for (int L = 0; L < 8; ++L) lanes[L] = _mm512_load_ps(acc[t][L]);
-    _mm512_storeu_ps(y16 + t * out, x16_lane_sum(lanes));
-  }
+  x16_store_lane_sums<T>(acc, y16, out);
 }
 
 }  // namespace
