@@ -692,6 +692,9 @@ void matmul_mxfp4(const weight& w, const float* x, std::int64_t n_tokens, float*
 const float* e8m0_halves();
 SPITE_AVX2 float mxfp4_last_block(const gguf::block_mxfp4* blk, const q8_0_batch& xb, std::size_t i, float sum);
 bool matmul_mxfp4_avx512(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool);
+// simd_x86_mxfp4_x8.cpp: MXFP4 in 8-row groups, where the AVX-512 kernels do not run.
+std::size_t pack_mxfp4_x8(weight& w);
+void matmul_mxfp4_x8(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_iquant_grid.cpp: IQ1_S, IQ1_M, IQ2_*, IQ3_*, TQ1_0, TQ2_0
 std::span<const exact_matmul> grid_iquant_matmuls();

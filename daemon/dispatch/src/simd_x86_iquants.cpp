@@ -260,8 +260,10 @@ SPITE_AVX2 float mxfp4_last_block(const gguf::block_mxfp4* blk, const q8_0_batch
 void matmul_mxfp4(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens, pool);
-  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
-  if (w.packed != nullptr && matmul_mxfp4_x16(w, xb, n_tokens, y, pool)) return;
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout; 8-row
+  // groups (made where the AVX-512 kernels do not run): theirs.
+  if (w.packed != nullptr && w.packed_rows == 16 && matmul_mxfp4_x16(w, xb, n_tokens, y, pool)) return;
+  if (w.packed != nullptr && w.packed_rows == 8) return matmul_mxfp4_x8(w, xb, n_tokens, y, pool);
   if (matmul_mxfp4_avx512(w, xb, n_tokens, y, pool)) return;
   by_row_groups_and_token_tiles<2>(
       w.out, n_tokens, pool,
@@ -322,7 +324,8 @@ void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float
   }
   const std::int64_t nb = w.in / qk0;
   const q8_0_batch xb(x, w.in, n_tokens, pool);
-  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout; 8-row
+  // groups (made where the AVX-512 kernels do not run): theirs.
   if (w.packed != nullptr && w.packed_rows == 16) {
     if (matmul_q4_0_x16(w, xb, n_tokens, true, y, pool)) return;
   } else if (w.packed != nullptr) {
