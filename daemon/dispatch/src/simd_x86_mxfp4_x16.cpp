@@ -96,8 +96,8 @@ SPITE_AVX512 inline void fetch_ahead(const std::byte* span, std::int64_t b) {
 }
 
 // S groups read in step (S = 2: two streams, by_group_pairs) against K activation rows from t0;
-// with `fetch` each block fetches its share of the span four ahead. The float lanes live in
-// memory (16 per activation row and group): each is touched once per block.
+// with `fetch` each block fetches its share of the span four ahead. 16 float lanes per
+// activation row and group, each touched once per block.
 template <int S, int K>
 SPITE_AVX512 void tile(const std::byte* const* groups, std::int64_t nb, const activations& a, std::int64_t t0, std::int64_t out,
                        bool fetch, float* const* y16) {
