@@ -137,7 +137,7 @@ std::vector<std::byte> ones(std::int64_t n) {
 int run_mkmodel(const std::vector<std::string>& argv) {
   args a;
   a.option("--shape", "NAME", "the model shape (see --list)")
-      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL MXFP4, or a mix Q4_K_M ... MXFP4_MOE")
+      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL IQ4_XS MXFP4, or a mix Q4_K_M ... MXFP4_MOE")
       .option("--vocab", "FILE", "a GGUF whose tokenizer (tokenizer.*) the model takes")
       .option("--out", "FILE", "where to write the model")
       .option("--seed", "S", "random seed (default 1)")

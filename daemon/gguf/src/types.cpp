@@ -36,7 +36,7 @@ constexpr type_traits k_types[] = {
     {tt::iq4_nl, "IQ4_NL", qk_legacy, sizeof(block_iq4_nl), true, q::dequantize_row_iq4_nl, q::quantize_row_iq4_nl},
     {tt::iq3_s, "IQ3_S", qk_k, sizeof(block_iq3_s), true, q::dequantize_row_iq3_s, nullptr},
     {tt::iq2_s, "IQ2_S", qk_k, sizeof(block_iq2_s), true, q::dequantize_row_iq2_s, nullptr},
-    {tt::iq4_xs, "IQ4_XS", qk_k, sizeof(block_iq4_xs), true, q::dequantize_row_iq4_xs, nullptr},
+    {tt::iq4_xs, "IQ4_XS", qk_k, sizeof(block_iq4_xs), true, q::dequantize_row_iq4_xs, q::quantize_row_iq4_xs},
     {tt::i8, "I8", 1, 1, false, q::dequantize_row_i8, nullptr},
     {tt::i16, "I16", 1, 2, false, q::dequantize_row_i16, nullptr},
     {tt::i32, "I32", 1, 4, false, q::dequantize_row_i32, nullptr},

@@ -49,6 +49,7 @@ TEST_CASE("quantize then dequantize stays within each type's expected error", "[
       {tensor_type::q5_K, 0.05},  {tensor_type::q4_0, 0.12},  {tensor_type::q4_1, 0.12},
       {tensor_type::q4_K, 0.1},   {tensor_type::iq4_nl, 0.1}, {tensor_type::q3_K, 0.2},
       {tensor_type::q2_K, 0.4},   {tensor_type::mxfp4, 0.13},  // E2M1 with a power-of-two scale: 0.115 expected
+      {tensor_type::iq4_xs, 0.1},
   };
   const auto x = gaussian(256 * 64, 3);
   for (const auto& b : bounds) {
@@ -142,4 +143,24 @@ TEST_CASE("MXFP4 saturates past 6 x scale, rounds ties to the smaller magnitude 
   CHECK(y[3] == 4.0f);  // 5 is a tie between 4 and 6
   CHECK(q[1].e == 0);
   for (int j = 32; j < 64; ++j) CHECK(std::isfinite(y[static_cast<std::size_t>(j)]));
+}
+
+TEST_CASE("IQ4_XS keeps IQ4_NL's accuracy with 6-bit group scales under one super-block scale", "[gguf][quantize]") {
+  const auto x = gaussian(256 * 32, 17);
+  const auto n = static_cast<std::int64_t>(x.size());
+  const double nl = relative_rms_error(x, round_trip(tensor_type::iq4_nl, x));
+  const double xs = relative_rms_error(x, round_trip(tensor_type::iq4_xs, x));
+  INFO("IQ4_NL " << nl << ", IQ4_XS " << xs);
+  CHECK(xs <= 1.1 * nl);  // the group scales lose a little to their 6 bits
+  std::vector<block_iq4_xs> q(x.size() / 256);
+  REQUIRE(quantize(tensor_type::iq4_xs, x.data(), q.data(), n).ok());
+  for (const auto& b : q) {
+    // The group of largest scale sets d = -scale / 32: its 6-bit scale is 0 (l = -32).
+    int smallest = 64;
+    for (int g = 0; g < 8; ++g) {
+      const int ls = ((b.scales_l[g / 2] >> (4 * (g % 2))) & 0xf) | (((b.scales_h >> (2 * g)) & 3) << 4);
+      smallest = std::min(smallest, ls);
+    }
+    CHECK(smallest == 0);
+  }
 }

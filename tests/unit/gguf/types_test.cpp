@@ -47,7 +47,7 @@ TEST_CASE("retired and unknown type ids are not types", "[gguf][types]") {
 
 TEST_CASE("quantizers exist for the types spite writes", "[gguf][types]") {
   for (const char* name : {"F32", "F16", "BF16", "Q8_0", "Q8_1", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K",
-                           "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "MXFP4"}) {
+                           "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS", "MXFP4"}) {
     INFO(name);
     CHECK(find_type_by_name(name)->from_float != nullptr);
   }

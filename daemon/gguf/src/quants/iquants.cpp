@@ -14,7 +14,9 @@
 // The quantizer must evaluate its float sums in ggml's order: no -ffast-math, no FMA contraction
 // (the build sets -ffp-contract=off for this file).
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 
 #include "quants/iq_tables.hpp"
@@ -328,12 +330,12 @@ void iq4nl_fit(const float* x, float inv_scale, float& sumqx, float& sumq2) {
   }
 }
 
-// One 32-element IQ4_NL block. The scale search: start from d = max / 127 (the largest-magnitude
-// element maps onto the extreme level -127, with the sign of the scale chosen accordingly), take
-// its least-squares optimum, then try inverse scales (k - 127) / max for k = -7..7 and keep the
+// The scale of one 32-element group: start from d = max / 127 (the largest-magnitude element
+// maps onto the extreme level -127, with the sign of the scale chosen accordingly), take its
+// least-squares optimum, then try inverse scales (k - 127) / max for k = -7..7 and keep the
 // least-squares scale of whichever rounding explains the most weighted energy (sumqx^2 / sumq2).
-// The levels are finally re-picked against the chosen float scale, which is stored as fp16.
-void quantize_block_iq4_nl(const float* x, block_iq4_nl& out) {
+// 0 for an all-zero group.
+float iq4nl_group_scale(const float* x) {
   constexpr int ntry = 7;
   float amax = 0;
   float max = 0;  // the element of largest magnitude, with its sign
@@ -344,36 +346,70 @@ void quantize_block_iq4_nl(const float* x, block_iq4_nl& out) {
       max = x[j];
     }
   }
-
-  float scale = 0;
-  if (amax >= group_max_eps) {
-    const float level0 = kvalues_iq4nl[0];
-    float d = -max / level0;
-    float sumqx = 0;
-    float sumq2 = 0;
-    iq4nl_fit(x, 1 / d, sumqx, sumq2);
-    d = sumqx / sumq2;
-    float best = d * sumqx;
-    for (int itry = -ntry; itry <= ntry; ++itry) {
-      const float inv_scale = static_cast<float>(itry + kvalues_iq4nl[0]) / max;
-      iq4nl_fit(x, inv_scale, sumqx, sumq2);
-      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-        d = sumqx / sumq2;
-        best = d * sumqx;
-      }
+  if (amax < group_max_eps) return 0;
+  const float level0 = kvalues_iq4nl[0];
+  float d = -max / level0;
+  float sumqx = 0;
+  float sumq2 = 0;
+  iq4nl_fit(x, 1 / d, sumqx, sumq2);
+  d = sumqx / sumq2;
+  float best = d * sumqx;
+  for (int itry = -ntry; itry <= ntry; ++itry) {
+    const float inv_scale = static_cast<float>(itry + kvalues_iq4nl[0]) / max;
+    iq4nl_fit(x, inv_scale, sumqx, sumq2);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
     }
-    scale = d;
   }
+  return d;
+}
 
-  out.d = fp32_to_fp16(scale);
-  const float inv_scale = scale != 0 ? 1 / scale : 0.0f;
+// The levels of 32 elements against scale d: byte j holds elements j (low nibble) and j + 16.
+void iq4nl_levels(const float* x, float d, std::uint8_t* qs) {
+  const float inv_scale = d != 0 ? 1 / d : 0.0f;
   std::uint8_t L[qk_legacy];
-  for (int j = 0; j < qk_legacy; ++j) {
-    L[j] = static_cast<std::uint8_t>(nearest_iq4nl_level(inv_scale * x[j]));
+  for (int j = 0; j < qk_legacy; ++j) L[j] = static_cast<std::uint8_t>(nearest_iq4nl_level(inv_scale * x[j]));
+  for (int j = 0; j < qk_legacy / 2; ++j) qs[j] = static_cast<std::uint8_t>(L[j] | (L[j + qk_legacy / 2] << 4));
+}
+
+// One 32-element IQ4_NL block: its group scale, stored as fp16; the levels re-picked against
+// the chosen float scale.
+void quantize_block_iq4_nl(const float* x, block_iq4_nl& out) {
+  const float scale = iq4nl_group_scale(x);
+  out.d = fp32_to_fp16(scale);
+  iq4nl_levels(x, scale, out.qs);
+}
+
+// One 256-element IQ4_XS super-block, as the reference quantizes without an importance matrix:
+// each 32-element group's scale found as IQ4_NL's, then the super-block scale d = -s / 32 for
+// the group scale s of largest magnitude, each group's scale as the nearest l * d (l in
+// -32..31, stored as l + 32 in 6 bits), and the levels picked against l * d.
+void quantize_block_iq4_xs(const float* x, block_iq4_xs& out) {
+  constexpr int groups = qk_k / qk_legacy;
+  float scales[groups];
+  float max_scale = 0, amax_scale = 0;
+  for (int g = 0; g < groups; ++g) {
+    scales[g] = iq4nl_group_scale(x + qk_legacy * g);
+    if (std::fabs(scales[g]) > amax_scale) {
+      amax_scale = std::fabs(scales[g]);
+      max_scale = scales[g];
+    }
   }
-  for (int j = 0; j < qk_legacy / 2; ++j) {
-    out.qs[j] = static_cast<std::uint8_t>(L[j] | (L[j + qk_legacy / 2] << 4));
+  const float d = -max_scale / 32;
+  const float id = d != 0 ? 1 / d : 0.0f;
+  out.d = fp32_to_fp16(d);
+  std::uint16_t scales_h = 0;
+  std::memset(out.scales_l, 0, sizeof out.scales_l);
+  for (int g = 0; g < groups; ++g) {
+    const int l = std::clamp(static_cast<int>(std::nearbyint(id * scales[g])), -32, 31);  // to nearest, ties to even
+    const auto ls = static_cast<unsigned>(l + 32);
+    out.scales_l[g / 2] = static_cast<std::uint8_t>(out.scales_l[g / 2] | ((ls & 0xf) << (4 * (g % 2))));
+    scales_h = static_cast<std::uint16_t>(scales_h | ((ls >> 4) << (2 * g)));
+    iq4nl_levels(x + qk_legacy * g, d * static_cast<float>(l), out.qs + 16 * g);
   }
+  const std::uint8_t le[2] = {static_cast<std::uint8_t>(scales_h & 0xff), static_cast<std::uint8_t>(scales_h >> 8)};
+  std::memcpy(&out.scales_h, le, sizeof le);  // little-endian, as dequantize reads it
 }
 
 }  // namespace
@@ -385,6 +421,12 @@ void quantize_row_iq4_nl(const float* src, void* dst, std::int64_t n) {
   for (std::int64_t i = 0; i < nb; ++i) {
     quantize_block_iq4_nl(src + i * qk_legacy, blocks[i]);
   }
+}
+
+// IQ4_XS quantizer without importance weights.
+void quantize_row_iq4_xs(const float* src, void* dst, std::int64_t n) {
+  auto* blocks = static_cast<block_iq4_xs*>(dst);
+  for (std::int64_t i = 0; i < n / qk_k; ++i) quantize_block_iq4_xs(src + i * qk_k, blocks[i]);
 }
 
 }  // namespace spite::gguf::quants
