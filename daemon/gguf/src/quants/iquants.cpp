@@ -402,7 +402,9 @@ void quantize_block_iq4_xs(const float* x, block_iq4_xs& out) {
   std::uint16_t scales_h = 0;
   std::memset(out.scales_l, 0, sizeof out.scales_l);
   for (int g = 0; g < groups; ++g) {
-    const int l = std::clamp(static_cast<int>(std::nearbyint(id * scales[g])), -32, 31);  // to nearest, ties to even
+    // To nearest, ties to even; clamped before the conversion (a NaN group, from NaN inputs, gets 0).
+    const float v = id * scales[g];
+    const int l = std::isnan(v) ? 0 : static_cast<int>(std::nearbyint(std::clamp(v, -32.0f, 31.0f)));
     const auto ls = static_cast<unsigned>(l + 32);
     out.scales_l[g / 2] = static_cast<std::uint8_t>(out.scales_l[g / 2] | ((ls & 0xf) << (4 * (g % 2))));
     scales_h = static_cast<std::uint16_t>(scales_h | ((ls >> 4) << (2 * g)));
