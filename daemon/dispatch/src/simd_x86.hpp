@@ -23,6 +23,8 @@
 // (std::vector, ...) instantiated in those files must stay baseline code, as the linker may keep
 // that copy for the whole program.
 #define SPITE_AVX2 __attribute__((target("avx2,fma,f16c")))
+// AVX-VNNI: VPDPBUSD on 256-bit vectors (Intel's client cores from Alder Lake on, Zen 5).
+#define SPITE_AVX_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 
 namespace spite::dispatch::cpu::x86 {
 

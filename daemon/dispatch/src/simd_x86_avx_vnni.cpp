@@ -23,8 +23,6 @@
 #include "../../gguf/src/quants/iq_tables.hpp"
 #include "ref_quant.hpp"
 
-#define SPITE_AVX_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
-
 namespace spite::dispatch::cpu {
 namespace {
 

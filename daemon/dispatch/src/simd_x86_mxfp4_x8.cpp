@@ -33,8 +33,6 @@
 #include "ref_quant.hpp"
 #include "simd_x86_split.hpp"
 
-#define SPITE_AVX_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
-
 namespace spite::dispatch::cpu::x86 {
 namespace {
 

@@ -19,8 +19,11 @@
 // permutes (each half its row's scale product), 4 conversions and 4 fmas: about 3 operations a
 // row and block, and decode runs at the memory's pace.
 //
-// The layout is made only where the AVX-512 kernels run; after set_avx512(false) a packed matrix
-// goes through an AVX2 version of the same arithmetic (flipping the quants back).
+// The layout serves every x86 kernel set (matrices whose row count is a multiple of 8): AVX-512
+// VNNI as above; AVX-VNNI (rows_vnni, pair_tile_vnni) and AVX2 alone (rows_avx2,
+// pair_tile_avx2, flipping the quants back) with 256-bit vectors, one row or a row pair per
+// vector. For those two the layout is mostly about decode: one stream per group instead of the
+// file's rows side by side, and each block's 8 scale products made at once.
 
 #include "simd_x86_avx512.hpp"
 
@@ -150,29 +153,173 @@ SPITE_AVX512 void decode_groups(const std::byte* const* groups, std::int64_t nb,
   for (int s = 0; s < S; ++s) store_rows(acc[s], ys[s]);
 }
 
-// The same arithmetic with AVX2 (set_avx512(false) after packing): one activation row, the
-// quants flipped back to signed and multiplied as simd_x86_avx2.cpp's decode does.
-SPITE_AVX2 void row_avx2(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t, float* y8) {
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  __m256 acc[8];
+// The same layout with AVX-VNNI (Intel's client cores from Alder Lake on; Zen 5 with the
+// AVX-512 kernels off). A row's 32 quants + 128 fill one 256-bit vector, so one VPDPBUSD against
+// the activation block gives that row's 8 reference lanes, then a conversion and one fma with
+// its d_w * d_x (broadcast from memory, not a permute): 3 vector operations per row and block,
+// against 7 per row pair and activation row of the file's layout's 2 x 4 tile (two inserts, two
+// flips and the scale conversions per block, a lane broadcast per activation row). One
+// activation row at a time: 8 accumulators (16 for decode's two streams, partly in memory) of
+// the 16 vector registers; the group's later rows are read from the caches.
+template <int S>
+SPITE_AVX_VNNI void rows_vnni(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr,
+                              std::int64_t t, bool fetch, float* const* ys) {
+  __m256 acc[S][8];
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) {
 #pragma GCC unroll 8
-  for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < 8; ++r) acc[s][r] = _mm256_setzero_ps();
+  }
   for (std::int64_t b = 0; b < nb; ++b) {
-    const std::size_t i = static_cast<std::size_t>(t * nb + b);
-    const std::byte* span = span_of(group, b);
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
-    const __m256 ds = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(span + scales_at(b)))),
-                                    _mm256_set1_ps(xb.d[i]));
-    const std::byte* q = span + quants_at(b);
+    const auto i = static_cast<std::size_t>(t * nb + b);
+    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
+    const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(corr + 8 * i));
+    const __m256 dx = _mm256_set1_ps(xb.d[i]);
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) {
+      if (fetch) fetch_ahead(groups[s], b);
+      const std::byte* span = span_of(groups[s], b);
+      const std::byte* q = span + quants_at(b);
+      alignas(32) float ds[8];
+      _mm256_store_ps(ds, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(span + scales_at(b)))), dx));
 #pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) {
-      const __m256i wv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * r)), bias);
-      const __m256i lanes = dot_lanes(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(x, wv));
-      acc[r] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(ds, _mm256_set1_epi32(r)), _mm256_cvtepi32_ps(lanes), acc[r]);
+      for (int r = 0; r < 8; ++r) {
+        const __m256i lanes = _mm256_dpbusd_avx_epi32(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * r)), x);
+        acc[s][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(ds + r), _mm256_cvtepi32_ps(lanes), acc[s][r]);
+      }
     }
   }
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) {
 #pragma GCC unroll 8
-  for (int r = 0; r < 8; ++r) y8[r] = reduce8_vec(acc[r]);
+    for (int r = 0; r < 8; ++r) ys[s][r] = reduce8_vec(acc[s][r]);
+  }
+}
+
+// The same with AVX2 alone (Zen 2 and 3, Intel's cores before Alder Lake; or the VNNI kernels
+// switched off): each row's quants flipped back to signed and multiplied as
+// simd_x86_avx2.cpp's decode does (two sign moves, VPMADDUBSW, VPMADDWD), the scale products
+// of the 8 rows made once per block. In the file's layout decode read 66 % of a plain read's
+// bandwidth with one thread (four rows of 34-byte blocks in step, a scalar scale conversion
+// per row and block); here one stream per group and 8 rows per pass.
+template <int S>
+SPITE_AVX2 void rows_avx2(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, std::int64_t t, bool fetch,
+                          float* const* ys) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 acc[S][8];
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) {
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) acc[s][r] = _mm256_setzero_ps();
+  }
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const auto i = static_cast<std::size_t>(t * nb + b);
+    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
+    const __m256 dx = _mm256_set1_ps(xb.d[i]);
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) {
+      if (fetch) fetch_ahead(groups[s], b);
+      const std::byte* span = span_of(groups[s], b);
+      const std::byte* q = span + quants_at(b);
+      alignas(32) float ds[8];
+      _mm256_store_ps(ds, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(span + scales_at(b)))), dx));
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) {
+        const __m256i wv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * r)), bias);
+        const __m256i lanes = dot_lanes(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(x, wv));
+        acc[s][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(ds + r), _mm256_cvtepi32_ps(lanes), acc[s][r]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) {
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) ys[s][r] = reduce8_vec(acc[s][r]);
+  }
+}
+
+// Batches with 256-bit vectors: rows 2p and 2p + 1 of a group against 4 activation rows from
+// t0, both rows in each vector as simd_x86_avx2.cpp's q8_0_tile_2x4 has them (lanes 0-3 of row
+// 2p in the low half and of row 2p + 1 in the high one, lanes 4-7 in a second vector), so a
+// loaded pair and its sign moves serve 4 activation rows and each activation half is one
+// broadcast load. Per pair, a pass over the group's blocks (the first reads from memory, the
+// others find the group in the caches); the first 4 activation rows' passes fetch the next group
+// meanwhile, a quarter each, so the memory is read at an even pace through all four. One activation row
+// at a time (rows_avx2) cost 10-15 % of the prefill and the 4-sequence decode of TinyLlama's
+// shape.
+struct pair_block {
+  __m256i lo, hi;  // [row 2p's bytes 0-15 | row 2p + 1's], [bytes 16-31 of both]: quants + 128
+  __m256 scale;    // [row 2p x act k | row 2p + 1 x act k], k = 0..3
+  SPITE_AVX2 pair_block(const std::byte* group, std::int64_t b, int p, const q8_0_batch& xb, std::int64_t t0) {
+    const std::byte* span = span_of(group, b);
+    const std::byte* q = span + quants_at(b) + 64 * static_cast<std::size_t>(p);
+    lo = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q + 32), reinterpret_cast<const __m128i*>(q));
+    hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q + 48), reinterpret_cast<const __m128i*>(q + 16));
+    const __m128i dup = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
+    std::int32_t d2;
+    std::memcpy(&d2, span + scales_at(b) + 4 * static_cast<std::size_t>(p), 4);
+    const __m256 dw = _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(d2), dup));
+    scale = _mm256_mul_ps(dw, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(&xb.d_by_block[static_cast<std::size_t>(b * xb.tokens + t0)])));
+  }
+};
+
+SPITE_AVX2 inline void store_pair_tile(const __m256 (&lo)[4], const __m256 (&hi)[4], std::int64_t t0, std::int64_t out, float* y2) {
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    y2[(t0 + k) * out] = reduce8_vec(_mm256_permute2f128_ps(lo[k], hi[k], 0x20));
+    y2[(t0 + k) * out + 1] = reduce8_vec(_mm256_permute2f128_ps(lo[k], hi[k], 0x31));
+  }
+}
+
+SPITE_AVX2 void pair_tile_avx2(const std::byte* group, int p, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
+                               std::int64_t out, const next_group_prefetch* next, float* y2) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (next != nullptr) next->step(p * nb + b);
+    const pair_block blk(group, b, p, xb, t0);
+    const __m256i wl = _mm256_xor_si256(blk.lo, bias), wh = _mm256_xor_si256(blk.hi, bias);
+    const __m256i al = _mm256_sign_epi8(wl, wl), ah = _mm256_sign_epi8(wh, wh);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const auto* xk = reinterpret_cast<const __m128i*>(xb.qs(static_cast<std::size_t>((t0 + k) * nb + b)));
+      const __m256i xl = _mm256_broadcastsi128_si256(_mm_load_si128(xk));
+      const __m256i xh = _mm256_broadcastsi128_si256(_mm_load_si128(xk + 1));
+      const __m256 sk = lane_broadcast(blk.scale, k);
+      lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(al, _mm256_sign_epi8(xl, wl))), lo[k]);
+      hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(ah, _mm256_sign_epi8(xh, wh))), hi[k]);
+    }
+  }
+  store_pair_tile(lo, hi, t0, out, y2);
+}
+
+// The same with AVX-VNNI: one VPDPBUSD per half, its lanes starting at the activation block's
+// corrections (0-3 for the low halves, 4-7 for the high ones).
+SPITE_AVX_VNNI void pair_tile_vnni(const std::byte* group, int p, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr,
+                                   std::int64_t t0, std::int64_t out, const next_group_prefetch* next, float* y2) {
+  __m256 lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (next != nullptr) next->step(p * nb + b);
+    const pair_block blk(group, b, p, xb, t0);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const auto i = static_cast<std::size_t>((t0 + k) * nb + b);
+      const auto* xk = reinterpret_cast<const __m128i*>(xb.qs(i));
+      const auto* ck = reinterpret_cast<const __m128i*>(corr + 8 * i);
+      const __m256i xl = _mm256_broadcastsi128_si256(_mm_load_si128(xk));
+      const __m256i xh = _mm256_broadcastsi128_si256(_mm_load_si128(xk + 1));
+      const __m256i cl = _mm256_broadcastsi128_si256(_mm_load_si128(ck));
+      const __m256i ch = _mm256_broadcastsi128_si256(_mm_load_si128(ck + 1));
+      const __m256 sk = lane_broadcast(blk.scale, k);
+      lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(cl, blk.lo, xl)), lo[k]);
+      hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(ch, blk.hi, xh)), hi[k]);
+    }
+  }
+  store_pair_tile(lo, hi, t0, out, y2);
 }
 
 }  // namespace
@@ -193,7 +340,7 @@ SPITE_AVX2 void q8_0_lane_corrections(const q8_0_batch& xb, std::int64_t nb, std
 }
 
 std::size_t pack_q8_0(weight& w) {
-  if (avx512_q8_0_tiles() == nullptr || w.out % 8 != 0) return 0;  // the layout serves the VNNI kernels
+  if (w.out % 8 != 0) return 0;
   const std::int64_t nb = w.in / qk0, groups = w.out / 8;
   const std::size_t stride = group_stride(nb);
   auto buffer = make_aligned_bytes(static_cast<std::size_t>(groups) * stride);
@@ -222,15 +369,29 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
   const q8_0_batch xb(x, w.in, n_tokens, pool);
   const std::size_t stride = group_stride(nb);
   const bool vnni = avx512_q8_0_tiles() != nullptr;
+  const bool vnni256 = !vnni && has_avx_vnni_kernels();
   aligned_vector<std::int32_t> corr;
-  if (vnni) q8_0_lane_corrections(xb, nb, n_tokens, pool, corr);
+  if (vnni || vnni256) q8_0_lane_corrections(xb, nb, n_tokens, pool, corr);
+  const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * stride; };
+  // One activation row at a time through the 256-bit kernels: S groups in step.
+  const auto rows = [&]<int S>(const std::byte* const* groups, std::int64_t t, bool fetch, float* const* ys) {
+    if (vnni256) return rows_vnni<S>(groups, nb, xb, corr.data(), t, fetch, ys);
+    rows_avx2<S>(groups, nb, xb, t, fetch, ys);
+  };
+  if (!vnni && n_tokens == 1) {
+    by_group_pairs<8>(
+        w.out / 8, 1, y, pool, group_at,
+        [&](const std::byte* const* both, std::int64_t, float* const* ys) { rows.template operator()<2>(both, 0, true, ys); },
+        [&](const std::byte* group, std::int64_t, float* y8) { rows.template operator()<1>(&group, 0, true, &y8); });
+    return;
+  }
   if (vnni && n_tokens == 1) {
     // Decode as two streams per thread. Against a plain read of the same bytes from memory
     // (`bench --matmul Q8_0:2048:5632` and `5632:2048 --cold`, two rounds alternated with the
     // one stream of the tiles below): two threads 88-93 % as one stream, 102-107 % as two; one
     // thread 91-101 % and 96-99 %.
     by_group_pairs<8>(
-        w.out / 8, 1, y, pool, [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * stride; },
+        w.out / 8, 1, y, pool, group_at,
         [&](const std::byte* const* both, std::int64_t, float* const* ys) { decode_groups<2>(both, nb, xb, corr.data(), ys); },
         [&](const std::byte* group, std::int64_t, float* y8) { decode_groups<1>(&group, nb, xb, corr.data(), &y8); });
     return;
@@ -240,7 +401,23 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
     const std::byte* group = w.packed + static_cast<std::size_t>(g) * stride;
     float* yg = y + 8 * g;
     if (!vnni) {
-      for (std::int64_t t = t0; t < t1; ++t) row_avx2(group, nb, xb, t, yg + t * w.out);
+      // xb.d_by_block exists from 4 activation rows on.
+      std::int64_t t = t0;
+      const next_group_prefetch next(group + stride, stride, 4 * nb);
+      for (; n_tokens >= 4 && t + 4 <= t1; t += 4) {
+        for (int p = 0; p < 4; ++p) {
+          const next_group_prefetch* ahead = t == t0 ? &next : nullptr;
+          if (vnni256) {
+            pair_tile_vnni(group, p, nb, xb, corr.data(), t, w.out, ahead, yg + 2 * p);
+          } else {
+            pair_tile_avx2(group, p, nb, xb, t, w.out, ahead, yg + 2 * p);
+          }
+        }
+      }
+      for (; t < t1; ++t) {
+        float* yt = yg + t * w.out;
+        rows.template operator()<1>(&group, t, t == t0, &yt);
+      }
       return;
     }
     // The first tile of each block of activation rows fetches four spans (4.3 KB) ahead of
