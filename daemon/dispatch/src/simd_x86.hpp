@@ -686,6 +686,9 @@ void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* 
 
 // simd_x86_iquants.cpp
 void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+// simd_x86_iq4xs_x8.cpp: IQ4_XS in 8-row groups, where the 16-row AVX-512 layout is not made.
+std::size_t pack_iq4_xs_x8(weight& w);
+void matmul_iq4_xs_x8(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_mxfp4(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 // MXFP4's pieces shared with its AVX-512 kernel (simd_x86_mxfp4_avx512.cpp, which returns false

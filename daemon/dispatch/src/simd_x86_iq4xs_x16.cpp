@@ -22,7 +22,6 @@
 
 #if defined(__x86_64__)
 #include <algorithm>
-#include <array>
 #include <cstring>
 
 namespace spite::dispatch::cpu::x86 {
@@ -31,16 +30,6 @@ namespace {
 constexpr std::size_t x16_scales = 32, x16_quants = 192, x16_sub_block = 4 * 64;
 constexpr std::size_t x16_block = x16_quants + 8 * x16_sub_block;
 static_assert(x16_block % cache_line == 0 && x16_block == 16 * sizeof(gguf::block_iq4_xs) + 64);
-
-// |value| of each of the table's 16 entries.
-alignas(16) constexpr std::array<std::int8_t, 16> k_magnitudes = [] {
-  std::array<std::int8_t, 16> m{};
-  for (int i = 0; i < 16; ++i) {
-    const int v = gguf::quants::iq::kvalues_iq4nl[i];
-    m[static_cast<std::size_t>(i)] = static_cast<std::int8_t>(v < 0 ? -v : v);
-  }
-  return m;
-}();
 
 // Lane L of the 16 rows from their indices (0..15 per byte): |value| times the activations,
 // negated where the value is negative, into the lanes of T activation rows.
@@ -82,7 +71,7 @@ SPITE_AVX512 inline void sub_block(const std::byte* blk, const std::int8_t* cons
 template <int T>
 SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
                          std::int64_t out, float* y16) {
-  const __m512i magnitudes = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(k_magnitudes.data())));
+  const __m512i magnitudes = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_iq4nl_magnitudes)));
   __m512 acc[T][8];
   x16_zero<T>(acc);
   for (std::int64_t b = 0; b < nb; ++b) {
@@ -139,7 +128,7 @@ SPITE_AVX512 inline void lane_pair_of_rows(const std::byte* blk, const x16_block
 template <int T>
 SPITE_AVX512 void tile16_by_lane(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
                                  std::int64_t out, float* y16) {
-  const __m512i magnitudes = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(k_magnitudes.data())));
+  const __m512i magnitudes = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_iq4nl_magnitudes)));
   alignas(64) float acc[T][8][16] = {};
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;

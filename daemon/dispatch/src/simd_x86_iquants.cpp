@@ -279,7 +279,8 @@ void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float
   const std::int64_t nb = w.in / qkk;
   std::vector<gguf::block_q8_K> xq;
   quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
-  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  // 8-row groups: the 256-bit kernels; 16-row groups: their own while the AVX-512 ones run, else the file's layout.
+  if (w.packed != nullptr && w.packed_rows == 8) return matmul_iq4_xs_x8(w, xq.data(), n_tokens, y, pool);
   if (w.packed != nullptr && matmul_iq4_xs_x16(w, xq.data(), n_tokens, y, pool)) return;
   for (auto& block : xq) iq4_xs_pair_order(block);
   by_row_groups(

@@ -313,7 +313,7 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(cpu::pack_weight(iq3.w) == 0);
 }
 
-TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run; Q8_0's 8-row groups everywhere") {
+TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run; Q8_0's and IQ4_XS's 8-row groups everywhere else") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -362,10 +362,20 @@ TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4
       if (vnni) CHECK(std::memcmp(l16.w.packed + 16 * l16.w.row_bytes + 2, l16.w.row(17), 2) == 0);
     }
     quantized_matrix xs = random_matrix(tensor_type::iq4_xs, 256, 32, rng);
-    CHECK((cpu::pack_weight(xs.w) > 0) == vnni);
-    CHECK(xs.w.packed_rows == (vnni ? 16 : 0));
+    CHECK(cpu::pack_weight(xs.w) > 0);
+    CHECK(xs.w.packed_rows == (vnni ? 16 : 8));
     quantized_matrix xs_24 = random_matrix(tensor_type::iq4_xs, 256, 24, rng);  // not a multiple of 16
-    CHECK(cpu::pack_weight(xs_24.w) == 0);
+    CHECK(cpu::pack_weight(xs_24.w) == 3 * 1104);
+    CHECK(xs_24.w.packed_rows == 8);
+    // 8 rows: a group's super-block is 1104 bytes, row 9's d second in the second; its scale of
+    // sub-block 0 (the file's low nibble of scales_l[0] and bits 0-1 of scales_h, minus 32)
+    // second of the scales; its index bytes 4..7 of sub-block 0 second in the second vector.
+    const auto& row9 = *reinterpret_cast<const spite::gguf::block_iq4_xs*>(xs_24.w.row(9));
+    CHECK(std::memcmp(xs_24.w.packed + 1104 + 2, &row9.d, 2) == 0);
+    std::uint16_t scales_h;
+    std::memcpy(&scales_h, &row9.scales_h, 2);
+    CHECK(static_cast<int>(static_cast<std::int8_t>(xs_24.w.packed[1104 + 16 + 1])) == ((row9.scales_l[0] & 0xF) | ((scales_h & 3) << 4)) - 32);
+    CHECK(std::memcmp(xs_24.w.packed + 1104 + 80 + 32 + 4, row9.qs + 4, 4) == 0);
     quantized_matrix q3 = random_matrix(tensor_type::q3_K, 256, 32, rng);
     CHECK((cpu::pack_weight(q3.w) > 0) == vnni);
     CHECK(q3.w.packed_rows == (vnni ? 16 : 0));

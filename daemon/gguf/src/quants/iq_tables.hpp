@@ -43,6 +43,11 @@ static_assert(ksigns_iq2xs[1] == 129 && ksigns_iq2xs[3] == 3 && ksigns_iq2xs[127
 // IQ4_NL / IQ4_XS: the 16 non-linear 4-bit levels (roughly uniform in the quantile of a normal).
 inline constexpr std::int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                   1,    13,   25,  38,  53,  69,  89,  113};
+// Their magnitudes (the SIMD kernels multiply |value| by the activations with the value's sign).
+alignas(16) inline constexpr std::int8_t kvalues_iq4nl_magnitudes[16] = {127, 104, 83, 65, 49, 35, 22, 10,
+                                                                         1,   13,  25, 38, 53, 69, 89, 113};
+static_assert(kvalues_iq4nl_magnitudes[0] == -kvalues_iq4nl[0] && kvalues_iq4nl_magnitudes[7] == -kvalues_iq4nl[7] &&
+              kvalues_iq4nl_magnitudes[15] == kvalues_iq4nl[15]);
 
 // MXFP4: the E2M1 codes' values, doubled so that every entry is an integer.
 inline constexpr std::int8_t kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
