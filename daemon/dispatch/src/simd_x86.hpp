@@ -234,6 +234,16 @@ inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*s
 // few KB ahead of where it reads, a block's share at a time, which measured better than both the
 // next group and the hardware prefetchers alone (docs/performance.md); Q6_K in 4-row groups
 // decodes without software prefetch.
+// Part `part` (of 8) of the block `Ahead` blocks of `Block` bytes past blk: the 8-row layouts'
+// decode fetches, spread over a block's 8 sub-blocks (their stream continues into the next group
+// of rows, so a group's last blocks fetch the next one's first).
+template <std::size_t Block, std::size_t Ahead>
+inline void fetch_eighth_ahead(const std::byte* blk, int part) {
+  const std::size_t begin = Ahead * Block + static_cast<std::size_t>(part) * Block / 8;
+  const std::size_t end = Ahead * Block + static_cast<std::size_t>(part + 1) * Block / 8;
+  for (std::size_t off = begin & ~std::size_t{63}; off < end; off += 64) prefetch_l1(blk + off);
+}
+
 struct next_group_prefetch {
   const char* next;
   std::size_t per_block;  // bytes of the next group to touch per block step
@@ -686,6 +696,9 @@ void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* 
 
 // simd_x86_iquants.cpp
 void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+// simd_x86_q6k_x8.cpp: Q6_K in 8-row groups, where the AVX-512 layouts are not made.
+std::size_t pack_q6_K_x8(weight& w);
+void matmul_q6_K_x8(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 // simd_x86_iq4xs_x8.cpp: IQ4_XS in 8-row groups, where the 16-row AVX-512 layout is not made.
 std::size_t pack_iq4_xs_x8(weight& w);
 void matmul_iq4_xs_x8(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -394,6 +394,13 @@ struct layout_choice {
   std::size_t (*otherwise)(weight&);
 };
 
+// Q6_K where the 16-row groups do not apply: 4-row groups where the AVX-512 kernels run, else
+// 8-row groups for the 256-bit ones.
+std::size_t pack_q6_K_4_or_8(weight& w) {
+  const std::size_t bytes = pack_q6_K(w);
+  return bytes > 0 || has_avx512_kernels() ? bytes : pack_q6_K_x8(w);
+}
+
 constexpr layout_choice k_layouts[] = {
     {tensor_type::q8_0, pack_q8_0, nullptr},
     {tensor_type::q4_0, pack_q4_0_x16, pack_q4_0_like<gguf::block_q4_0>},
@@ -407,7 +414,7 @@ constexpr layout_choice k_layouts[] = {
     {tensor_type::q5_1, pack_q5_1_x16, pack_q5_1},
     {tensor_type::q4_1, pack_q4_1_x16, pack_q4_1},
     {tensor_type::q5_K, pack_q5_K_x16, pack_q5_K},
-    {tensor_type::q6_K, pack_q6_K_x16, pack_q6_K},
+    {tensor_type::q6_K, pack_q6_K_x16, pack_q6_K_4_or_8},
 };
 
 std::size_t pack_layout(weight& w) {

@@ -32,32 +32,12 @@ constexpr std::size_t x8_scales = 16, x8_quants = 80;
 constexpr std::size_t x8_block = x8_quants + 8 * 128;
 static_assert(x8_block == 8 * sizeof(gguf::block_iq4_xs) + 16);
 
-// Sub-block s's share (an eighth) of the block four ahead: the stream continues into the next
-// group, so a group's last blocks fetch the next one's first. (Four blocks, 4.3 KB, as packed
-// Q8_0's decode fetches.)
-inline void fetch_ahead(const std::byte* blk, int s) {
-  const std::size_t begin = 4 * x8_block + static_cast<std::size_t>(s) * x8_block / 8;
-  const std::size_t end = 4 * x8_block + static_cast<std::size_t>(s + 1) * x8_block / 8;
-  for (std::size_t off = begin & ~std::size_t{63}; off < end; off += 64) prefetch_l1(blk + off);
-}
+// Decode fetches the block four ahead (4.4 KB), about as far as packed Q8_0's decode.
+inline void fetch_ahead(const std::byte* blk, int s) { fetch_eighth_ahead<x8_block, 4>(blk, s); }
 
-namespace avx2 {
-#define SPITE_IQ4XS_X8_TARGET SPITE_AVX2
-SPITE_AVX2 inline __m256i scaled_add(__m256i lanes, __m256i pairs, __m256i scales) {
-  return _mm256_add_epi32(lanes, _mm256_madd_epi16(pairs, scales));
-}
-#include "simd_x86_iq4xs_x8.inc"
-#undef SPITE_IQ4XS_X8_TARGET
-}  // namespace avx2
-
-namespace vnni {
-#define SPITE_IQ4XS_X8_TARGET SPITE_AVX_VNNI
-SPITE_AVX_VNNI inline __m256i scaled_add(__m256i lanes, __m256i pairs, __m256i scales) {
-  return _mm256_dpwssd_avx_epi32(lanes, pairs, scales);
-}
-#include "simd_x86_iq4xs_x8.inc"
-#undef SPITE_IQ4XS_X8_TARGET
-}  // namespace vnni
+#define SPITE_X8_BODY "simd_x86_iq4xs_x8.inc"
+#include "simd_x86_x8_isas.inc"
+#undef SPITE_X8_BODY
 
 }  // namespace
 
@@ -79,40 +59,7 @@ std::size_t pack_iq4_xs_x8(weight& w) {
 }
 
 void matmul_iq4_xs_x8(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  const std::int64_t nb = w.in / qkk;
-  const std::size_t stride = static_cast<std::size_t>(nb) * x8_block;
-  const bool vnni = has_avx_vnni_kernels();
-  const auto rows = [&]<int S>(const std::byte* const* groups, std::int64_t t, bool fetch, float* const* ys) {
-    if (vnni) return vnni::rows<S>(groups, nb, xq, t, fetch, ys);
-    avx2::rows<S>(groups, nb, xq, t, fetch, ys);
-  };
-  const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * stride; };
-  if (n_tokens == 1) {
-    by_group_pairs<8>(
-        w.out / 8, 1, y, pool, group_at,
-        [&](const std::byte* const* both, std::int64_t, float* const* ys) { rows.template operator()<2>(both, 0, true, ys); },
-        [&](const std::byte* group, std::int64_t, float* y8) { rows.template operator()<1>(&group, 0, true, &y8); });
-    return;
-  }
-  // Batches: 4 activation rows at a time against a group, which stays in the caches after the
-  // first; those left over one at a time.
-  by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(static_cast<std::size_t>(nb) * sizeof(gguf::block_q8_K)), pool,
-                             [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-                               const std::byte* group = group_at(g);
-                               float* y8 = y + 8 * g;
-                               std::int64_t t = t0;
-                               for (; t + 4 <= t1; t += 4) {
-                                 if (vnni) {
-                                   vnni::tile4(group, nb, xq, t, w.out, t == t0, y8);
-                                 } else {
-                                   avx2::tile4(group, nb, xq, t, w.out, t == t0, y8);
-                                 }
-                               }
-                               for (; t < t1; ++t) {
-                                 float* yt = y8 + t * w.out;
-                                 rows.template operator()<1>(&group, t, t == t0, &yt);
-                               }
-                             });
+  x8_matmul(w, xq, n_tokens, y, pool);
 }
 
 }  // namespace spite::dispatch::cpu::x86

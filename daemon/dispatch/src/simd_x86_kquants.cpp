@@ -367,7 +367,9 @@ void matmul_q6_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   }
   const q6_K_tiles* vnni = avx512_q6_K_tiles();
   const q6_K_tiles& tiles = vnni != nullptr ? *vnni : avx2;
-  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  // 8-row groups: the 256-bit kernels; 16-row groups: their own while the AVX-512 ones run, else
+  // the file's layout.
+  if (w.packed != nullptr && w.packed_rows == 8) return matmul_q6_K_x8(w, xq.data(), n_tokens, y, pool);
   if (w.packed != nullptr && w.packed_rows == 16 && matmul_q6_K_x16(w, xq.data(), n_tokens, y, pool)) return;
   if (n_tokens < 4 && vnni == nullptr && !q6_K_blocks(w).interleaved) {
     return by_row_pair_streams(

@@ -313,7 +313,7 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(cpu::pack_weight(iq3.w) == 0);
 }
 
-TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run; Q8_0's and IQ4_XS's 8-row groups everywhere else") {
+TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run; Q8_0's, IQ4_XS's and Q6_K's 8-row groups everywhere else") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -382,11 +382,24 @@ TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4
     quantized_matrix q3_24 = random_matrix(tensor_type::q3_K, 256, 24, rng);  // not a multiple of 16
     CHECK(cpu::pack_weight(q3_24.w) == 0);
     quantized_matrix q6 = random_matrix(tensor_type::q6_K, 256, 32, rng);
-    CHECK((cpu::pack_weight(q6.w) > 0) == vnni);
-    CHECK(q6.w.packed_rows == (vnni ? 16 : 0));
+    CHECK(cpu::pack_weight(q6.w) > 0);
+    CHECK(q6.w.packed_rows == (vnni ? 16 : 8));
     quantized_matrix q6_24 = random_matrix(tensor_type::q6_K, 256, 24, rng);  // not a multiple of 16
-    CHECK((cpu::pack_weight(q6_24.w) > 0) == vnni);
-    CHECK(q6_24.w.packed_rows == (vnni ? 4 : 0));
+    CHECK(cpu::pack_weight(q6_24.w) > 0);
+    CHECK(q6_24.w.packed_rows == (vnni ? 4 : 8));
+    quantized_matrix q6_12 = random_matrix(tensor_type::q6_K, 256, 12, rng);  // not a multiple of 8: the file's blocks
+    CHECK(cpu::pack_weight(q6_12.w) == 0);
+    if (!vnni) {
+      // 8 rows: a group's super-block is the file's 8 x 210 bytes, row 9's d second in the
+      // second; its sc[3] at 16 + 16 + 2 + 1; the low nibbles of its elements 4..7 (chunk 1) in
+      // the second low vector of group 0, bytes 4..7.
+      const auto& row9 = *reinterpret_cast<const spite::gguf::block_q6_K*>(q6_24.w.row(9));
+      CHECK(std::memcmp(q6_24.w.packed + 1680 + 2, &row9.d, 2) == 0);
+      CHECK(static_cast<std::int8_t>(q6_24.w.packed[1680 + 16 + 16 + 2 + 1]) == row9.scales[3]);
+      for (int i = 0; i < 4; ++i) {
+        CHECK((static_cast<int>(q6_24.w.packed[1680 + 144 + 32 + 4 + i]) & 0xF) == (row9.ql[4 + i] & 0xF));
+      }
+    }
     if (vnni) {
       // 16 rows: a group's super-block is 3392 bytes, row 17's scale d second in the second.
       CHECK(std::memcmp(q6.w.packed + 3392 + 2, q6.w.row(17) + offsetof(spite::gguf::block_q6_K, d), 2) == 0);
