@@ -442,6 +442,25 @@ std::size_t pack_row_groups(weight& w, std::size_t packed_block, const Pack& pac
   return bytes;
 }
 
+// Q3_K's 32-element group g = 4c + k of a block (elements 128c + 32k + l: low bits 2k..2k+1 of
+// qs[32c + l], third bit bit 4c + k of hmask[l]) as its 8- and 16-row layouts store a row's
+// share, four elements (a lane, l = 4L..4L+3) per dword, one byte each: low[m], bits 2j..2j+1
+// of each byte, the low two bits of lane 4m + j; high, bit L, the third bits of lane L.
+inline void q3_K_group_planes(const gguf::block_q3_K& blk, int g, std::uint32_t (&low)[2], std::uint32_t& high) {
+  const auto word = [](const std::uint8_t* p) {
+    std::uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  };
+  const int c = g / 4, k = g % 4;
+  for (int m = 0; m < 2; ++m) {
+    low[m] = 0;
+    for (int j = 0; j < 4; ++j) low[m] |= ((word(blk.qs + 32 * c + 16 * m + 4 * j) >> (2 * k)) & 0x03030303u) << (2 * j);
+  }
+  high = 0;
+  for (int L = 0; L < 8; ++L) high |= ((word(blk.hmask + 4 * L) >> (4 * c + k)) & 0x01010101u) << L;
+}
+
 // Q4_K, per group of 8 rows and super-block:
 //   d[8], dmin[8] (f16); scales[8 sub-blocks][8 rows] (u8); mins[4 pairs][8 rows][2] (u8);
 //   quants[4][8 chunks] of 32 bytes: bytes 4r..4r+3 of chunk c of j are row r's
@@ -696,6 +715,9 @@ void matmul_q5_1(const weight& w, const float* x, std::int64_t n_tokens, float* 
 
 // simd_x86_iquants.cpp
 void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+// simd_x86_q3k_x8.cpp: Q3_K in 8-row groups, where the 16-row AVX-512 layout is not made.
+std::size_t pack_q3_K_x8(weight& w);
+void matmul_q3_K_x8(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 // simd_x86_q6k_x8.cpp: Q6_K in 8-row groups, where the AVX-512 layouts are not made.
 std::size_t pack_q6_K_x8(weight& w);
 void matmul_q6_K_x8(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);

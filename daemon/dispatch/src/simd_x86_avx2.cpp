@@ -407,7 +407,7 @@ constexpr layout_choice k_layouts[] = {
     {tensor_type::iq4_nl, pack_iq4_nl_x16, pack_q4_0_like<gguf::block_iq4_nl>},
     {tensor_type::q4_K, pack_q4_K_x16, pack_q4_K},
     {tensor_type::q2_K, pack_q2_K_x16, pack_q2_K},
-    {tensor_type::q3_K, pack_q3_K_x16, nullptr},
+    {tensor_type::q3_K, pack_q3_K_x16, pack_q3_K_x8},
     {tensor_type::iq4_xs, pack_iq4_xs_x16, pack_iq4_xs_x8},
     {tensor_type::mxfp4, pack_mxfp4_x16, pack_mxfp4_x8},
     {tensor_type::q5_0, pack_q5_0_x16, pack_q5_0},

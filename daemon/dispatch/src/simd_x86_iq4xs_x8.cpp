@@ -35,6 +35,11 @@ static_assert(x8_block == 8 * sizeof(gguf::block_iq4_xs) + 16);
 // Decode fetches the block four ahead (4.4 KB), about as far as packed Q8_0's decode.
 inline void fetch_ahead(const std::byte* blk, int s) { fetch_eighth_ahead<x8_block, 4>(blk, s); }
 
+// Nothing besides the activations.
+struct x8_extra {
+  x8_extra(const gguf::block_q8_K*, std::size_t, thread_pool&) {}
+};
+
 #define SPITE_X8_BODY "simd_x86_iq4xs_x8.inc"
 #include "simd_x86_x8_isas.inc"
 #undef SPITE_X8_BODY

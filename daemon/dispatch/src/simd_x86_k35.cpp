@@ -307,7 +307,9 @@ void matmul_k35(const weight& w, const float* x, std::int64_t n_tokens, float* y
   std::vector<gguf::block_q8_K> xq;
   quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   if constexpr (is_q3) {
-    // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+    // 8-row groups: the 256-bit kernels; 16-row groups: their own while the AVX-512 ones run,
+    // else the file's layout.
+    if (w.packed != nullptr && w.packed_rows == 8) return matmul_q3_K_x8(w, xq.data(), n_tokens, y, pool);
     if (w.packed != nullptr && matmul_q3_K_x16(w, xq.data(), n_tokens, y, pool)) return;
   } else {
     if (w.packed != nullptr && w.packed_rows == 16) {

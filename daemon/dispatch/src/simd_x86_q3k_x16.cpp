@@ -174,24 +174,11 @@ std::size_t pack_q3_K_x16(weight& w) {
       const int p = s / 4, k = (s / 2) % 2, h = s % 2;
       dst[x16_scales + 64 * p + 32 * h + 2 * r + k] = static_cast<std::uint8_t>(sc[s]);
     }
-    // Group g = 4c + k is elements 128c + 32k + l: low bits 2k..2k+1 of qs[32c + l], third bit
-    // (q + 4 = low + 4 x the bit) bit 4c + k of hmask[l]. Four elements (l = 4L..4L+3) at a time,
-    // one byte each.
-    const auto word = [](const std::uint8_t* p) {
-      std::uint32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    };
     for (int g = 0; g < 8; ++g) {
-      const int c = g / 4, k = g % 4;
+      std::uint32_t low[2], high;
+      q3_K_group_planes(blk, g, low, high);
       std::uint8_t* gd = dst + x16_groups + x16_group * static_cast<std::size_t>(g);
-      for (int m = 0; m < 2; ++m) {
-        std::uint32_t low = 0;
-        for (int j = 0; j < 4; ++j) low |= ((word(blk.qs + 32 * c + 16 * m + 4 * j) >> (2 * k)) & 0x03030303u) << (2 * j);
-        std::memcpy(gd + 64 * m + 4 * r, &low, 4);
-      }
-      std::uint32_t high = 0;
-      for (int L = 0; L < 8; ++L) high |= ((word(blk.hmask + 4 * L) >> (4 * c + k)) & 0x01010101u) << L;
+      for (int m = 0; m < 2; ++m) std::memcpy(gd + 64 * m + 4 * r, &low[m], 4);
       std::memcpy(gd + 128 + 4 * r, &high, 4);
     }
   });

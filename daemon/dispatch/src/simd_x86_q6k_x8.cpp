@@ -38,6 +38,11 @@ static_assert(x8_block == 8 * sizeof(gguf::block_q6_K));
 // Decode fetches the block two ahead (3.3 KB), as the 16-row layout measured best.
 inline void fetch_ahead(const std::byte* blk, int g) { fetch_eighth_ahead<x8_block, 2>(blk, g); }
 
+// Nothing besides the activations.
+struct x8_extra {
+  x8_extra(const gguf::block_q8_K*, std::size_t, thread_pool&) {}
+};
+
 #define SPITE_X8_BODY "simd_x86_q6k_x8.inc"
 #include "simd_x86_x8_isas.inc"
 #undef SPITE_X8_BODY

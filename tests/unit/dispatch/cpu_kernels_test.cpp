@@ -313,7 +313,7 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(cpu::pack_weight(iq3.w) == 0);
 }
 
-TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run; Q8_0's, IQ4_XS's and Q6_K's 8-row groups everywhere else") {
+TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run; Q8_0's, Q3_K's, Q6_K's and IQ4_XS's 8-row groups everywhere else") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -377,10 +377,13 @@ TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4
     CHECK(static_cast<int>(static_cast<std::int8_t>(xs_24.w.packed[1104 + 16 + 1])) == ((row9.scales_l[0] & 0xF) | ((scales_h & 3) << 4)) - 32);
     CHECK(std::memcmp(xs_24.w.packed + 1104 + 80 + 32 + 4, row9.qs + 4, 4) == 0);
     quantized_matrix q3 = random_matrix(tensor_type::q3_K, 256, 32, rng);
-    CHECK((cpu::pack_weight(q3.w) > 0) == vnni);
-    CHECK(q3.w.packed_rows == (vnni ? 16 : 0));
+    CHECK(cpu::pack_weight(q3.w) > 0);
+    CHECK(q3.w.packed_rows == (vnni ? 16 : 8));
     quantized_matrix q3_24 = random_matrix(tensor_type::q3_K, 256, 24, rng);  // not a multiple of 16
-    CHECK(cpu::pack_weight(q3_24.w) == 0);
+    CHECK(cpu::pack_weight(q3_24.w) == 3 * 912);
+    CHECK(q3_24.w.packed_rows == 8);
+    // 8 rows: a group's super-block is 912 bytes, row 9's d second in the second.
+    CHECK(std::memcmp(q3_24.w.packed + 912 + 2, q3_24.w.row(9) + offsetof(spite::gguf::block_q3_K, d), 2) == 0);
     quantized_matrix q6 = random_matrix(tensor_type::q6_K, 256, 32, rng);
     CHECK(cpu::pack_weight(q6.w) > 0);
     CHECK(q6.w.packed_rows == (vnni ? 16 : 8));

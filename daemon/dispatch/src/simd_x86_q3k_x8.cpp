@@ -1,0 +1,110 @@
+// Q3_K packed in 8-row groups for the 256-bit kernels (AVX2; AVX-VNNI), where the 16-row AVX-512
+// layout (simd_x86_q3k_x16.cpp) is not made. The same bits as the reference's Q3_K dot
+// (dot_row<q3_K> in ref_kquants.hpp): per row and super-block 8 int32 lanes (lane L: elements
+// 4L..4L+3 of every 32-element group, quants in [-4, 3], times the group's 16-element scale), one
+// fma per lane and super-block with d_x * d_w, the 8 lanes added as reduce8_vec adds them. The
+// lanes are exact integers, so how they are summed is free: the quants are stored unsigned
+// (q + 4, 0..7) for VPMADDUBSW, and each lane starts from -4 x (its scales times its activation
+// sums), two groups at a time, by the same scaled add as the products.
+//
+// On the file's blocks (110 bytes: the quants split over a 2-bit and a 1-bit plane, the scales
+// packed in 6 bits) a row-by-row tile unpacks each row: one thread read 40 % of a plain read's
+// bandwidth from memory (Q3_K:2048:5632 with AVX-VNNI). Here, as in the 16-row layout, a 32-byte
+// register is one 4-element chunk of 8 rows (rows as int32 lanes, transposed back once per group
+// by store_lane_rows). Per group of 8 rows and super-block (912 bytes; the file's 8 x 110 = 880
+// and the scales decoded):
+//   d[8]               f16 at 2 r;
+//   scales[4][2][8][2] i8 at 16 + 32 p + 16 h + 2 r + k: row r's scale 4p + 2k + h, i.e. of
+//                      group 2p + k's lanes 4h..4h + 3;
+//   then per 32-element group g, 96 bytes at 144 + 96 g:
+//     low[2]           32-byte vectors at + 32 m: bits 2j..2j+1 of bytes 4r..4r+3 are the low two
+//                      bits of row r's elements 32g + 4(4m + j)..+3 (lane 4m + j);
+//     high             a 32-byte vector at + 64: bit L of byte 4r + i is the third bit of row r's
+//                      element 32g + 4L + i (set where the file's hmask bit is).
+#include "simd_x86.hpp"
+
+#if defined(__x86_64__)
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+constexpr std::size_t x8_scales = 16, x8_groups = 144, x8_group = 96;
+constexpr std::size_t x8_block = x8_groups + 8 * x8_group;
+static_assert(x8_block == 8 * sizeof(gguf::block_q3_K) + 32);
+
+// Decode fetches the block two ahead (1.8 KB), as the 16-row layout does.
+inline void fetch_ahead(const std::byte* blk, int g) { fetch_eighth_ahead<x8_block, 2>(blk, g); }
+
+// Per activation super-block: dword L of v[p] holds -4 S(2p, L) (low half) and -4 S(2p + 1, L)
+// (high half), S(g, L) the sum of the activations of lane L's elements in group g; |4 S| <= 4 x
+// 4 x 128 fits an int16. Made once per matmul.
+struct block_offsets {
+  alignas(32) std::int32_t v[4][8];
+};
+
+SPITE_AVX2 void activation_offsets(const gguf::block_q8_K* x, std::size_t begin, std::size_t end, block_offsets* out) {
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  for (std::size_t i = begin; i < end; ++i) {
+    for (int p = 0; p < 4; ++p) {
+      __m256i m[2];
+      for (int k = 0; k < 2; ++k) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 64 * p + 32 * k));
+        const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xv), ones16);
+        m[k] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 2));
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out[i].v[p]), _mm256_blend_epi16(m[0], _mm256_slli_epi32(m[1], 16), 0xAA));
+    }
+  }
+}
+
+// The activations' offsets, and a number of its own for each matmul, by which the batch tiles
+// know a group they unpacked for it (simd_x86_q3k_x8.inc, unpacked).
+std::atomic<std::uint64_t> g_matmuls{0};
+
+struct x8_extra {
+  std::vector<block_offsets> offsets;
+  std::uint64_t id = g_matmuls.fetch_add(1, std::memory_order_relaxed) + 1;
+  x8_extra(const gguf::block_q8_K* xq, std::size_t n, thread_pool& pool) : offsets(n) {
+    pool.parallel_for(static_cast<std::int64_t>(n), [&](std::int64_t begin, std::int64_t end, int) {
+      activation_offsets(xq, static_cast<std::size_t>(begin), static_cast<std::size_t>(end), offsets.data());
+    });
+  }
+};
+
+#define SPITE_X8_BODY "simd_x86_q3k_x8.inc"
+#include "simd_x86_x8_isas.inc"
+#undef SPITE_X8_BODY
+
+}  // namespace
+
+std::size_t pack_q3_K_x8(weight& w) {
+  if (w.out % 8 != 0) return 0;
+  return pack_row_groups<gguf::block_q3_K>(w, x8_block, [](std::byte* dst, const gguf::block_q3_K& blk, int r) {
+    std::int8_t sc[16];
+    q3_K_scales(blk.scales, sc);
+    std::memcpy(dst + 2 * r, &blk.d, 2);
+    for (int s = 0; s < 16; ++s) {
+      const int p = s / 4, k = (s / 2) % 2, h = s % 2;
+      dst[x8_scales + 32 * static_cast<std::size_t>(p) + 16 * static_cast<std::size_t>(h) + 2 * static_cast<std::size_t>(r) + static_cast<std::size_t>(k)] =
+          static_cast<std::byte>(sc[s]);
+    }
+    for (int g = 0; g < 8; ++g) {
+      std::uint32_t low[2], high;
+      q3_K_group_planes(blk, g, low, high);
+      std::byte* gd = dst + x8_groups + x8_group * static_cast<std::size_t>(g);
+      for (int m = 0; m < 2; ++m) std::memcpy(gd + 32 * m + 4 * r, &low[m], 4);
+      std::memcpy(gd + 64 + 4 * r, &high, 4);
+    }
+  });
+}
+
+void matmul_q3_K_x8(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  x8_matmul(w, xq, n_tokens, y, pool);
+}
+
+}  // namespace spite::dispatch::cpu::x86
+
+#endif
