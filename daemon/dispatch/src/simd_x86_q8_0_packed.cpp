@@ -20,9 +20,8 @@
 // row and block, and decode runs at the memory's pace.
 //
 // The layout serves every x86 kernel set (matrices whose row count is a multiple of 8): AVX-512
-// VNNI as above; AVX-VNNI (rows_vnni, pair_tile_vnni) and AVX2 alone (rows_avx2,
-// pair_tile_avx2, flipping the quants back) with 256-bit vectors, one row or a row pair per
-// vector. For those two the layout is mostly about decode: one stream per group instead of the
+// VNNI as above; AVX-VNNI and AVX2 alone (flipping the quants back) with 256-bit vectors, one
+// row or a row pair per vector (simd_x86_q8_0_256.inc). For those two the layout is mostly about decode: one stream per group instead of the
 // file's rows side by side, and each block's 8 scale products made at once.
 
 #include "simd_x86_avx512.hpp"
@@ -153,91 +152,16 @@ SPITE_AVX512 void decode_groups(const std::byte* const* groups, std::int64_t nb,
   for (int s = 0; s < S; ++s) store_rows(acc[s], ys[s]);
 }
 
-// The same layout with AVX-VNNI (Intel's client cores from Alder Lake on; Zen 5 with the
-// AVX-512 kernels off). A row's 32 quants + 128 fill one 256-bit vector, so one VPDPBUSD against
-// the activation block gives that row's 8 reference lanes, then a conversion and one fma with
-// its d_w * d_x (broadcast from memory, not a permute): 3 vector operations per row and block,
-// against 7 per row pair and activation row of the file's layout's 2 x 4 tile (two inserts, two
-// flips and the scale conversions per block, a lane broadcast per activation row). One
-// activation row at a time: 8 accumulators (16 for decode's two streams, partly in memory) of
-// the 16 vector registers; the group's later rows are read from the caches.
-template <int S>
-SPITE_AVX_VNNI void rows_vnni(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr,
-                              std::int64_t t, bool fetch, float* const* ys) {
-  __m256 acc[S][8];
-#pragma GCC unroll 2
-  for (int s = 0; s < S; ++s) {
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) acc[s][r] = _mm256_setzero_ps();
-  }
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const auto i = static_cast<std::size_t>(t * nb + b);
-    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
-    const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(corr + 8 * i));
-    const __m256 dx = _mm256_set1_ps(xb.d[i]);
-#pragma GCC unroll 2
-    for (int s = 0; s < S; ++s) {
-      if (fetch) fetch_ahead(groups[s], b);
-      const std::byte* span = span_of(groups[s], b);
-      const std::byte* q = span + quants_at(b);
-      alignas(32) float ds[8];
-      _mm256_store_ps(ds, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(span + scales_at(b)))), dx));
-#pragma GCC unroll 8
-      for (int r = 0; r < 8; ++r) {
-        const __m256i lanes = _mm256_dpbusd_avx_epi32(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * r)), x);
-        acc[s][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(ds + r), _mm256_cvtepi32_ps(lanes), acc[s][r]);
-      }
-    }
-  }
-#pragma GCC unroll 2
-  for (int s = 0; s < S; ++s) {
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) ys[s][r] = reduce8_vec(acc[s][r]);
-  }
-}
-
-// The same with AVX2 alone (Zen 2 and 3, Intel's cores before Alder Lake; or the VNNI kernels
-// switched off): each row's quants flipped back to signed and multiplied as
-// simd_x86_avx2.cpp's decode does (two sign moves, VPMADDUBSW, VPMADDWD), the scale products
-// of the 8 rows made once per block. In the file's layout decode read 66 % of a plain read's
-// bandwidth with one thread (four rows of 34-byte blocks in step, a scalar scale conversion
-// per row and block); here one stream per group and 8 rows per pass.
-template <int S>
-SPITE_AVX2 void rows_avx2(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, std::int64_t t, bool fetch,
-                          float* const* ys) {
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  __m256 acc[S][8];
-#pragma GCC unroll 2
-  for (int s = 0; s < S; ++s) {
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) acc[s][r] = _mm256_setzero_ps();
-  }
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const auto i = static_cast<std::size_t>(t * nb + b);
-    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.qs(i)));
-    const __m256 dx = _mm256_set1_ps(xb.d[i]);
-#pragma GCC unroll 2
-    for (int s = 0; s < S; ++s) {
-      if (fetch) fetch_ahead(groups[s], b);
-      const std::byte* span = span_of(groups[s], b);
-      const std::byte* q = span + quants_at(b);
-      alignas(32) float ds[8];
-      _mm256_store_ps(ds, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(span + scales_at(b)))), dx));
-#pragma GCC unroll 8
-      for (int r = 0; r < 8; ++r) {
-        const __m256i wv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * r)), bias);
-        const __m256i lanes = dot_lanes(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(x, wv));
-        acc[s][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(ds + r), _mm256_cvtepi32_ps(lanes), acc[s][r]);
-      }
-    }
-  }
-#pragma GCC unroll 2
-  for (int s = 0; s < S; ++s) {
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) ys[s][r] = reduce8_vec(acc[s][r]);
-  }
-}
-
+// The same layout with 256-bit vectors (simd_x86_q8_0_256.inc, compiled once for AVX-VNNI and
+// once for AVX2 alone): a row's block is one register. With AVX-VNNI (Intel's client cores from
+// Alder Lake on; Zen 5 with the AVX-512 kernels off) one VPDPBUSD against the activation block
+// gives that row's 8 reference lanes, from the block's corrections; with AVX2 the quants are
+// flipped back to signed and multiplied as simd_x86_avx2.cpp's decode does (two sign moves,
+// VPMADDUBSW, VPMADDWD). Then a conversion and one fma with the row's d_w * d_x (broadcast from
+// memory, not a permute). In the file's layout decode read 66 % of a plain read's bandwidth with
+// one thread (AVX2: four rows of 34-byte blocks in step, a scalar scale conversion per row and
+// block); here one stream per group, 8 rows per pass, each block's 8 scale products made at once.
+//
 // Batches with 256-bit vectors: rows 2p and 2p + 1 of a group against 4 activation rows from
 // t0, both rows in each vector as simd_x86_avx2.cpp's q8_0_tile_2x4 has them (lanes 0-3 of row
 // 2p in the low half and of row 2p + 1 in the high one, lanes 4-7 in a second vector), so a
@@ -245,7 +169,7 @@ SPITE_AVX2 void rows_avx2(const std::byte* const* groups, std::int64_t nb, const
 // broadcast load. Per pair, a pass over the group's blocks (the first reads from memory, the
 // others find the group in the caches); the first 4 activation rows' passes fetch the next group
 // meanwhile, a quarter each, so the memory is read at an even pace through all four. One activation row
-// at a time (rows_avx2) cost 10-15 % of the prefill and the 4-sequence decode of TinyLlama's
+// at a time (`rows`) cost 10-15 % of the prefill and the 4-sequence decode of TinyLlama's
 // shape.
 struct pair_block {
   __m256i lo, hi;  // [row 2p's bytes 0-15 | row 2p + 1's], [bytes 16-31 of both]: quants + 128
@@ -271,56 +195,32 @@ SPITE_AVX2 inline void store_pair_tile(const __m256 (&lo)[4], const __m256 (&hi)
   }
 }
 
-SPITE_AVX2 void pair_tile_avx2(const std::byte* group, int p, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
-                               std::int64_t out, const next_group_prefetch* next, float* y2) {
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  __m256 lo[4], hi[4];
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
-  for (std::int64_t b = 0; b < nb; ++b) {
-    if (next != nullptr) next->step(p * nb + b);
-    const pair_block blk(group, b, p, xb, t0);
-    const __m256i wl = _mm256_xor_si256(blk.lo, bias), wh = _mm256_xor_si256(blk.hi, bias);
-    const __m256i al = _mm256_sign_epi8(wl, wl), ah = _mm256_sign_epi8(wh, wh);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      const auto* xk = reinterpret_cast<const __m128i*>(xb.qs(static_cast<std::size_t>((t0 + k) * nb + b)));
-      const __m256i xl = _mm256_broadcastsi128_si256(_mm_load_si128(xk));
-      const __m256i xh = _mm256_broadcastsi128_si256(_mm_load_si128(xk + 1));
-      const __m256 sk = lane_broadcast(blk.scale, k);
-      lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(al, _mm256_sign_epi8(xl, wl))), lo[k]);
-      hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(dot_lanes(ah, _mm256_sign_epi8(xh, wh))), hi[k]);
-    }
-  }
-  store_pair_tile(lo, hi, t0, out, y2);
+namespace avx2 {
+#define SPITE_Q8_256_TARGET SPITE_AVX2
+constexpr bool corrected = false;  // the lanes need no corrections
+struct prepared {
+  __m256i q, magnitude;  // signed quants, |q|
+};
+SPITE_AVX2 inline prepared prepare(__m256i stored) {
+  const __m256i q = _mm256_xor_si256(stored, _mm256_set1_epi8(static_cast<char>(0x80)));
+  return {q, _mm256_sign_epi8(q, q)};
 }
+SPITE_AVX2 inline __m256i lanes(const prepared& w, __m256i x, __m256i) { return dot_lanes(w.magnitude, _mm256_sign_epi8(x, w.q)); }
+#include "simd_x86_q8_0_256.inc"
+#undef SPITE_Q8_256_TARGET
+}  // namespace avx2
 
-// The same with AVX-VNNI: one VPDPBUSD per half, its lanes starting at the activation block's
-// corrections (0-3 for the low halves, 4-7 for the high ones).
-SPITE_AVX_VNNI void pair_tile_vnni(const std::byte* group, int p, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr,
-                                   std::int64_t t0, std::int64_t out, const next_group_prefetch* next, float* y2) {
-  __m256 lo[4], hi[4];
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
-  for (std::int64_t b = 0; b < nb; ++b) {
-    if (next != nullptr) next->step(p * nb + b);
-    const pair_block blk(group, b, p, xb, t0);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      const auto i = static_cast<std::size_t>((t0 + k) * nb + b);
-      const auto* xk = reinterpret_cast<const __m128i*>(xb.qs(i));
-      const auto* ck = reinterpret_cast<const __m128i*>(corr + 8 * i);
-      const __m256i xl = _mm256_broadcastsi128_si256(_mm_load_si128(xk));
-      const __m256i xh = _mm256_broadcastsi128_si256(_mm_load_si128(xk + 1));
-      const __m256i cl = _mm256_broadcastsi128_si256(_mm_load_si128(ck));
-      const __m256i ch = _mm256_broadcastsi128_si256(_mm_load_si128(ck + 1));
-      const __m256 sk = lane_broadcast(blk.scale, k);
-      lo[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(cl, blk.lo, xl)), lo[k]);
-      hi[k] = _mm256_fmadd_ps(sk, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(ch, blk.hi, xh)), hi[k]);
-    }
-  }
-  store_pair_tile(lo, hi, t0, out, y2);
-}
+namespace vnni {
+#define SPITE_Q8_256_TARGET SPITE_AVX_VNNI
+constexpr bool corrected = true;  // each lane starts at -128 x its activations' sum
+struct prepared {
+  __m256i stored;  // quants + 128
+};
+SPITE_AVX_VNNI inline prepared prepare(__m256i stored) { return {stored}; }
+SPITE_AVX_VNNI inline __m256i lanes(const prepared& w, __m256i x, __m256i c) { return _mm256_dpbusd_avx_epi32(c, w.stored, x); }
+#include "simd_x86_q8_0_256.inc"
+#undef SPITE_Q8_256_TARGET
+}  // namespace vnni
 
 }  // namespace
 
@@ -375,8 +275,8 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
   const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * stride; };
   // One activation row at a time through the 256-bit kernels: S groups in step.
   const auto rows = [&]<int S>(const std::byte* const* groups, std::int64_t t, bool fetch, float* const* ys) {
-    if (vnni256) return rows_vnni<S>(groups, nb, xb, corr.data(), t, fetch, ys);
-    rows_avx2<S>(groups, nb, xb, t, fetch, ys);
+    if (vnni256) return vnni::rows<S>(groups, nb, xb, corr.data(), t, fetch, ys);
+    avx2::rows<S>(groups, nb, xb, corr.data(), t, fetch, ys);
   };
   if (!vnni && n_tokens == 1) {
     by_group_pairs<8>(
@@ -408,9 +308,9 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
         for (int p = 0; p < 4; ++p) {
           const next_group_prefetch* ahead = t == t0 ? &next : nullptr;
           if (vnni256) {
-            pair_tile_vnni(group, p, nb, xb, corr.data(), t, w.out, ahead, yg + 2 * p);
+            vnni::pair_tile(group, p, nb, xb, corr.data(), t, w.out, ahead, yg + 2 * p);
           } else {
-            pair_tile_avx2(group, p, nb, xb, t, w.out, ahead, yg + 2 * p);
+            avx2::pair_tile(group, p, nb, xb, corr.data(), t, w.out, ahead, yg + 2 * p);
           }
         }
       }
