@@ -442,6 +442,16 @@ std::size_t pack_row_groups(weight& w, std::size_t packed_block, const Pack& pac
   return bytes;
 }
 
+// Int16 k (0 or 1) of each dword of `pairs` in both its halves: one of a row's two scales for
+// VPMADDWD / VPDPWSSD against pair sums (the 8-row K-quant layouts).
+SPITE_AVX2 inline __m256i pair_half(__m256i pairs, int k) {
+  const __m256i pick = k == 0 ? _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9,
+                                                 12, 13, 12, 13)
+                              : _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7, 10,
+                                                 11, 10, 11, 14, 15, 14, 15);
+  return _mm256_shuffle_epi8(pairs, pick);
+}
+
 // Q3_K's 32-element group g = 4c + k of a block (elements 128c + 32k + l: low bits 2k..2k+1 of
 // qs[32c + l], third bit bit 4c + k of hmask[l]) as its 8- and 16-row layouts store a row's
 // share, four elements (a lane, l = 4L..4L+3) per dword, one byte each: low[m], bits 2j..2j+1
