@@ -35,6 +35,9 @@ std::span<const exact_matmul> fast_matmuls();
 // the reference's bits) and for comparing them: simd_x86_avx512.cpp.
 bool has_avx512_kernels();
 void set_avx512(bool allowed) noexcept;
+// Whether the grid i-quants' one-row dots run with AVX-512 VBMI (set_avx512 switches them too):
+// simd_x86_iquant_grid_avx512.cpp.
+bool has_avx512_grid_kernels();
 // The same for the AVX-VNNI variants (256-bit VPDPBUSD, where AVX-512 is absent or set aside):
 // simd_x86_avx_vnni.cpp.
 bool has_avx_vnni_kernels();

@@ -707,6 +707,22 @@ void accumulate_f16_heads_avx512(float* out, const std::uint16_t* values, std::i
 // it, when the instruction does not follow the reference's order, or after set_avx512(false).
 matmul_fn avx512_bf16_matmul();
 
+// simd_x86_iquant_grid_avx512.cpp: the one-row dots of the grid i-quants with AVX-512 VBMI (grid
+// rows looked up in registers); null without it, or after set_avx512(false); for other blocks
+// always null.
+bool enabled_grid_kernels();
+template <class Block>
+using q8_K_dot = float (*)(const Block* x, const gguf::block_q8_K* y, std::int64_t nb);
+q8_K_dot<gguf::block_iq2_xxs> avx512_grid_dot(const gguf::block_iq2_xxs*);
+q8_K_dot<gguf::block_iq2_xs> avx512_grid_dot(const gguf::block_iq2_xs*);
+q8_K_dot<gguf::block_iq2_s> avx512_grid_dot(const gguf::block_iq2_s*);
+q8_K_dot<gguf::block_iq3_xxs> avx512_grid_dot(const gguf::block_iq3_xxs*);
+q8_K_dot<gguf::block_iq3_s> avx512_grid_dot(const gguf::block_iq3_s*);
+template <class Block>
+q8_K_dot<Block> avx512_grid_dot(const Block*) {
+  return nullptr;
+}
+
 // simd_x86_float.cpp
 void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 void matmul_f32(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

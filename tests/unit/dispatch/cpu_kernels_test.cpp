@@ -263,6 +263,19 @@ TEST_CASE("the SIMD grid i-quant and ternary matmuls give the reference's bits")
     check_bit_identical(type, 256);
   }
 }
+TEST_CASE("the grid i-quants' AVX-512 VBMI dots run where the processor has the instructions") {
+#if defined(__x86_64__)
+  const bool vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512vl");
+  if (!vbmi) WARN("no AVX-512 VBMI here: the grid i-quants take their AVX2 dots, and only those were compared");
+  CHECK(cpu::has_avx512_grid_kernels() == vbmi);
+  cpu::set_avx512(false);
+  CHECK_FALSE(cpu::has_avx512_grid_kernels());
+  cpu::set_avx512(true);
+#else
+  CHECK_FALSE(cpu::has_avx512_grid_kernels());
+#endif
+}
 TEST_CASE("the SIMD F16 matmul gives the reference's bits") {
   check_bit_identical(tensor_type::f16, 16);  // GEMM path (rows a multiple of 4) and vector path
   check_bit_identical(tensor_type::f16, 80);  // 64-element blocks and a tail

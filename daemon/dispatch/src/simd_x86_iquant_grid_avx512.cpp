@@ -1,0 +1,452 @@
+// One-row dot products of the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) with
+// AVX-512 VBMI: the grid rows come from lookups in registers instead of one scalar load each.
+//
+// Each grid row is a short code (2 bits per value for the IQ2 grids, whose values are 8, 25 and
+// 43; 3 bits for the IQ3 grids' eight values), so a grid of 256 rows is 8 registers of 16-bit
+// codes: VPERMI2W picks 64 of them by an index's low 6 bits and blends by its higher bits choose
+// among the groups of 64 (one level per bit). VPMULTISHIFTQB then spreads a code's fields over
+// bytes and VPERMB turns them into the grid values. Signs become a 64-bit mask per 64 elements
+// (the 7-bit sign indices through ksigns by VPERMI2B) that negates the activations, scales a
+// vector of int16 that VPDPWSSD multiplies in. A super-block's 16 int32 lanes hold two 32-element
+// halves' 8 lanes each, the reference's lanes (iquant_dots.hpp) once added: exact integers, then
+// the same fma per super-block and the same reduction, so the same bits as the AVX2 kernels.
+#include "simd_x86_avx512.hpp"
+#include "ref_quant.hpp"
+
+#if defined(__x86_64__)
+#include <array>
+#include <bit>
+#include <cstring>
+#include <span>
+
+#define SPITE_AVX512_VBMI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
+
+namespace spite::dispatch::cpu::x86 {
+namespace {
+
+namespace iq = gguf::quants::iq;
+
+// A grid as 16-bit codes: value k of row r is fields[r] bits [Bits k, Bits k + Bits), the index
+// of the row's k-th byte among `values`. Valid only if every byte of the grid is one of them.
+template <std::size_t Rows>
+struct grid_codes {
+  alignas(64) std::uint16_t code[Rows];
+  bool valid = true;
+};
+
+template <std::size_t Rows, class Row>
+grid_codes<Rows> make_codes(const Row* grid, std::span<const std::uint8_t> values, int bits) {
+  grid_codes<Rows> g{};
+  for (std::size_t r = 0; r < Rows; ++r) {
+    unsigned code = 0;
+    for (std::size_t k = 0; k < sizeof(Row); ++k) {
+      const auto byte = static_cast<std::uint8_t>(grid[r] >> (8 * k));
+      std::size_t v = 0;
+      while (v < values.size() && values[v] != byte) ++v;
+      if (v == values.size()) g.valid = false;
+      code |= static_cast<unsigned>(v) << (bits * k);
+    }
+    g.code[r] = static_cast<std::uint16_t>(code);
+  }
+  return g;
+}
+
+constexpr std::array<std::uint8_t, 3> iq2_values{8, 25, 43};
+constexpr std::array<std::uint8_t, 8> iq3xxs_values{4, 12, 20, 28, 36, 44, 52, 62};
+constexpr std::array<std::uint8_t, 8> iq3s_values{1, 3, 5, 7, 9, 11, 13, 15};
+
+const grid_codes<256>& iq2xxs_codes() {
+  static const auto g = make_codes<256>(iq::iq2xxs_grid, iq2_values, 2);
+  return g;
+}
+const grid_codes<512>& iq2xs_codes() {
+  static const auto g = make_codes<512>(iq::iq2xs_grid, iq2_values, 2);
+  return g;
+}
+const grid_codes<1024>& iq2s_codes() {
+  static const auto g = make_codes<1024>(iq::iq2s_grid, iq2_values, 2);
+  return g;
+}
+const grid_codes<256>& iq3xxs_codes() {
+  static const auto g = make_codes<256>(iq::iq3xxs_grid, iq3xxs_values, 3);
+  return g;
+}
+const grid_codes<512>& iq3s_codes() {
+  static const auto g = make_codes<512>(iq::iq3s_grid, iq3s_values, 3);
+  return g;
+}
+
+// A vector's bytes, made at compile time and loaded (built in the kernels, GCC stores them one
+// by one on every call).
+struct alignas(64) vector_bytes {
+  std::uint8_t b[64];
+};
+template <class F>
+constexpr vector_bytes bytes_of(F f) {
+  vector_bytes v{};
+  for (int i = 0; i < 64; ++i) v.b[i] = static_cast<std::uint8_t>(f(i));
+  return v;
+}
+// Word w: f(w).
+template <class F>
+constexpr vector_bytes words_of(F f) {
+  vector_bytes v{};
+  for (int w = 0; w < 32; ++w) {
+    const auto x = static_cast<std::uint16_t>(f(w));
+    v.b[2 * w] = static_cast<std::uint8_t>(x & 0xFF);
+    v.b[2 * w + 1] = static_cast<std::uint8_t>(x >> 8);
+  }
+  return v;
+}
+SPITE_AVX512_VBMI inline __m512i load(const vector_bytes& v) { return _mm512_load_si512(v.b); }
+
+// Byte i: the value of field i (VPERMB reads an index's low 6 bits; the bits above a field are
+// other fields, so the table repeats; of three values, the fourth code never occurs).
+template <std::size_t N>
+constexpr vector_bytes value_table(const std::array<std::uint8_t, N>& values) {
+  constexpr std::size_t period = N == 3 ? 4 : N;
+  return bytes_of([&](int i) { return static_cast<std::size_t>(i) % period < N ? values[static_cast<std::size_t>(i) % period] : 0; });
+}
+
+// Halves the candidates `level` (N of them, group k's entries) by the index bit `bit`, until one
+// is left.
+template <int N>
+SPITE_AVX512_VBMI inline void choose(__m512i* level, __m512i idx, int bit) {
+  if constexpr (N > 1) {
+    const __mmask32 high = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(static_cast<std::int16_t>(1 << bit)));
+#pragma GCC unroll 8
+    for (int k = 0; k < N / 2; ++k) level[k] = _mm512_mask_blend_epi16(high, level[2 * k], level[2 * k + 1]);
+    choose<N / 2>(level, idx, bit + 1);
+  }
+}
+
+// The code of grid row idx (each 16-bit lane), Regs registers of codes at t.
+template <int Regs>
+SPITE_AVX512_VBMI inline __m512i lookup(const __m512i* t, __m512i idx) {
+  __m512i level[Regs / 2];
+#pragma GCC unroll 16
+  for (int k = 0; k < Regs / 2; ++k) level[k] = _mm512_permutex2var_epi16(t[2 * k], idx, t[2 * k + 1]);
+  choose<Regs / 2>(level, idx, 6);
+  return level[0];
+}
+
+template <std::size_t Rows>
+struct code_registers {
+  __m512i t[Rows / 32];
+  SPITE_AVX512_VBMI explicit code_registers(const grid_codes<Rows>& g) {
+#pragma GCC unroll 32
+    for (std::size_t k = 0; k < Rows / 32; ++k) t[k] = _mm512_load_si512(g.code + 32 * k);
+  }
+};
+
+// The 128 sign bytes of the 7-bit sign indices (the 8th sign makes the count of negatives even),
+// half h of them.
+SPITE_AVX512_VBMI inline __m512i load_ksigns(int h) { return _mm512_loadu_si512(iq::ksigns_iq2xs.data() + 64 * h); }
+
+// 64 elements' products: grid values `g` (unsigned bytes), the activations negated where `neg`,
+// int16 pairs times the int16 scales `s` into the lanes.
+SPITE_AVX512_VBMI inline __m512i add_products(__m512i lanes, __m512i g, __mmask64 neg, const std::int8_t* q, __m512i s) {
+  const __m512i x = _mm512_loadu_si512(q);
+  const __m512i signed_x = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
+  return _mm512_dpwssd_epi32(lanes, _mm512_maddubs_epi16(g, signed_x), s);
+}
+
+SPITE_AVX512_VBMI inline __mmask64 mask_at(const std::uint8_t* p) {
+  std::uint64_t bits;
+  std::memcpy(&bits, p, 8);
+  return _cvtu64_mask64(bits);
+}
+
+// The super-block's fma of its 16 lanes (two halves of 8, added) into the reference's 8 float
+// lanes.
+SPITE_AVX512_VBMI inline __m256 add_super_block(__m256 acc, __m512i lanes, float d) {
+  const __m256i lanes8 = _mm256_add_epi32(_mm512_castsi512_si256(lanes), _mm512_extracti64x4_epi64(lanes, 1));
+  return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes8), acc);
+}
+
+// The grid rows' codes go into the lookup in an order that leaves chunk p's rows (64 elements)
+// where VPMULTISHIFTQB reaches them without a shuffle: the field offsets pick the chunk.
+//
+// IQ2 grids: 8 elements per row, 2 bits each; chunk p is rows 8p .. 8p + 7 of the super-block.
+// Word 4k + p of the codes holds row 8p + k, so qword k holds row 8p + k at bits 16p.
+constexpr int iq2_row_of_word(int w) { return 8 * (w % 4) + w / 4; }
+constexpr vector_bytes k_iq2_values = value_table(iq2_values);
+struct iq2_expand {
+  __m512i shifts[4], values;
+  SPITE_AVX512_VBMI iq2_expand() {
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) shifts[p] = _mm512_set1_epi64(static_cast<long long>(0x0E0C0A0806040200ull + 0x1010101010101010ull * static_cast<unsigned>(p)));
+    values = load(k_iq2_values);
+  }
+  SPITE_AVX512_VBMI __m512i operator()(__m512i codes, int p) const {
+    return _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shifts[p], codes), values);
+  }
+};
+
+// IQ3 grids: 4 elements per row, 3 bits each, 32 rows per register of codes; chunk p is rows
+// 16p .. 16p + 15, in register p / 2. There word 4L + 2e + m holds row 16m + 2L + e (of the
+// register's 32), so qword L holds rows 16m + 2L and 16m + 2L + 1 at bits 16m and 32 + 16m.
+constexpr int iq3_row_of_word(int w) { return 16 * (w % 2) + 2 * (w / 4) + (w % 4) / 2; }
+constexpr vector_bytes k_iq3xxs_values = value_table(iq3xxs_values), k_iq3s_values = value_table(iq3s_values);
+// Register h's rows 32 h + iq3_row_of_word(w) at word w: row j's index byte (byte j of 64) onto
+// the low byte of its word, and (IQ3_S) the offset j onto the high byte (its 9th bit, bit j of
+// 64).
+constexpr vector_bytes iq3_low_bytes(int h) { return bytes_of([h](int b) { return b % 2 == 0 ? 32 * h + iq3_row_of_word(b / 2) : 0; }); }
+constexpr vector_bytes iq3_high_fields(int h) { return bytes_of([h](int b) { return b % 2 == 1 ? 32 * h + iq3_row_of_word(b / 2) : 0; }); }
+constexpr vector_bytes k_iq3_low_bytes[2] = {iq3_low_bytes(0), iq3_low_bytes(1)};
+constexpr vector_bytes k_iq3_high_fields[2] = {iq3_high_fields(0), iq3_high_fields(1)};
+struct iq3_expand {
+  __m512i shifts[2], values;
+  SPITE_AVX512_VBMI explicit iq3_expand(const vector_bytes& v) {
+#pragma GCC unroll 2
+    for (int m = 0; m < 2; ++m) shifts[m] = _mm512_set1_epi64(static_cast<long long>(0x2926232009060300ull + 0x1010101010101010ull * static_cast<unsigned>(m)));
+    values = load(v);
+  }
+  SPITE_AVX512_VBMI __m512i operator()(__m512i codes, int p) const {
+    return _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shifts[p % 2], codes), values);
+  }
+};
+
+// Per-16 scales (IQ2_XS, IQ2_S): nibbles lo, hi of byte ib for the halves of sub-block ib, each
+// 2 s + 1, as 16 words; chunk p's words from them.
+constexpr vector_bytes half_pick(int p) { return words_of([p](int w) { return 4 * p + w / 8; }); }
+struct half_scales {
+  __m512i pick[4];
+  static constexpr vector_bytes k_pick[4] = {half_pick(0), half_pick(1), half_pick(2), half_pick(3)};
+  SPITE_AVX512_VBMI half_scales() {
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) pick[p] = load(k_pick[p]);
+  }
+  SPITE_AVX512_VBMI static __m512i words(const std::uint8_t* scales) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
+    const __m128i nib = _mm_set1_epi8(0x0F);
+    const __m128i n = _mm_unpacklo_epi8(_mm_and_si128(b, nib), _mm_and_si128(_mm_srli_epi16(b, 4), nib));
+    return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_or_si128(_mm_add_epi8(n, n), _mm_set1_epi8(1))));
+  }
+};
+
+// Per-32 scales, one in every `stride` words: chunk p's words 0..15 from sub-block 2p's,
+// 16..31 from 2p + 1's.
+template <int Stride>
+constexpr vector_bytes chunk_pick(int p) {
+  return words_of([p](int w) { return Stride * (2 * p + w / 16); });
+}
+template <int Stride>
+struct chunk_scales {
+  __m512i pick[4];
+  static constexpr vector_bytes k_pick[4] = {chunk_pick<Stride>(0), chunk_pick<Stride>(1), chunk_pick<Stride>(2), chunk_pick<Stride>(3)};
+  SPITE_AVX512_VBMI chunk_scales() {
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) pick[p] = load(k_pick[p]);
+  }
+};
+
+// ---- per type, a decoder: its constants in registers, decode(b, s) the super-block's rows and
+// scales, then for chunk p its grid values (grid), which activations to negate (negative) and
+// its int16 scales (scales).
+
+// The 7-bit sign indices' bytes, stored for the masks.
+struct sign_bytes {
+  alignas(32) std::uint8_t b[32];
+  SPITE_AVX512_VBMI void store(__m512i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(b), _mm512_castsi512_si256(v)); }
+};
+
+struct iq2_xxs_decoder {
+  SPITE_AVX512_VBMI iq2_xxs_decoder() {}  // the members' initializers with the kernels' instructions
+  using block = gguf::block_iq2_xxs;
+  static constexpr float post = 0.125f;
+  // Per 8-byte group ib: 4 grid indices, then a dword of four 7-bit sign indices and the scale.
+  static constexpr vector_bytes k_index_bytes = bytes_of([](int b) { return 8 * (iq2_row_of_word(b / 2) / 4) + iq2_row_of_word(b / 2) % 4; });
+  static constexpr vector_bytes k_compact = bytes_of([](int b) { return 8 * (b / 4) + b % 4; });
+  code_registers<256> codes{iq2xxs_codes()};
+  iq2_expand expand;
+  chunk_scales<4> scale;
+  __m512i ks_lo = load_ksigns(0), ks_hi = load_ksigns(1), index_bytes = load(k_index_bytes), compact = load(k_compact);
+  struct super {
+    __m512i rows, scales;
+    sign_bytes signs;
+  };
+  SPITE_AVX512_VBMI void decode(const block& b, super& s) const {
+    const __m512i q = _mm512_loadu_si512(b.qs);
+    s.rows = lookup<8>(codes.t, _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, index_bytes, q));
+    const __m512i sign_fields = _mm512_set1_epi64(0x00000000'352E2720ll);
+    s.signs.store(_mm512_permutexvar_epi8(compact, _mm512_permutex2var_epi8(ks_lo, _mm512_multishift_epi64_epi8(sign_fields, q), ks_hi)));
+    s.scales = _mm512_or_si512(_mm512_srli_epi64(q, 59), _mm512_set1_epi64(1));  // 2 s + 1 per group
+  }
+  SPITE_AVX512_VBMI __m512i grid(const super& s, int p) const { return expand(s.rows, p); }
+  SPITE_AVX512_VBMI static __mmask64 negative(const super& s, const block&, int p) { return mask_at(s.signs.b + 8 * p); }
+  SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
+};
+
+struct iq2_xs_decoder {
+  SPITE_AVX512_VBMI iq2_xs_decoder() {}  // the members' initializers with the kernels' instructions
+  using block = gguf::block_iq2_xs;
+  static constexpr float post = 0.125f;
+  static constexpr vector_bytes k_order = words_of(iq2_row_of_word);
+  code_registers<512> codes{iq2xs_codes()};
+  iq2_expand expand;
+  half_scales halves;
+  __m512i ks_lo = load_ksigns(0), ks_hi = load_ksigns(1), order = load(k_order);
+  struct super {
+    __m512i rows, scales;
+    sign_bytes signs;
+  };
+  SPITE_AVX512_VBMI void decode(const block& b, super& s) const {
+    // 16-bit codes: the grid row in the low 9 bits, the sign index above.
+    const __m512i q = _mm512_loadu_si512(b.qs);
+    s.rows = lookup<16>(codes.t, _mm512_permutexvar_epi16(order, _mm512_and_si512(q, _mm512_set1_epi16(511))));
+    const __m512i sign_index = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9)));
+    s.signs.store(_mm512_permutex2var_epi8(ks_lo, sign_index, ks_hi));
+    s.scales = half_scales::words(b.scales);
+  }
+  SPITE_AVX512_VBMI __m512i grid(const super& s, int p) const { return expand(s.rows, p); }
+  SPITE_AVX512_VBMI static __mmask64 negative(const super& s, const block&, int p) { return mask_at(s.signs.b + 8 * p); }
+  SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(halves.pick[p], s.scales); }
+};
+
+struct iq2_s_decoder {
+  SPITE_AVX512_VBMI iq2_s_decoder() {}  // the members' initializers with the kernels' instructions
+  using block = gguf::block_iq2_s;
+  static constexpr float post = 0.125f;
+  // Row j's low 8 bits are byte j of qs, its bits 8-9 bits 2j, 2j + 1 of qh (as one 64-bit
+  // word): onto the low and high byte of the row's word.
+  static constexpr vector_bytes k_low_bytes = bytes_of([](int b) { return iq2_row_of_word(b / 2); });
+  static constexpr vector_bytes k_high_fields = bytes_of([](int b) { return b % 2 == 1 ? 2 * iq2_row_of_word(b / 2) : 0; });
+  const grid_codes<1024>& codes = iq2s_codes();  // 32 registers of codes: from memory
+  iq2_expand expand;
+  half_scales halves;
+  __m512i low_bytes = load(k_low_bytes), high_fields = load(k_high_fields);
+  struct super {
+    __m512i rows, scales;
+  };
+  SPITE_AVX512_VBMI void decode(const block& b, super& s) const {
+    std::uint64_t qh;
+    std::memcpy(&qh, b.qh, 8);
+    const __m512i low = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, low_bytes, _mm512_loadu_si512(b.qs));
+    const __m512i high = _mm512_multishift_epi64_epi8(high_fields, _mm512_set1_epi64(static_cast<long long>(qh)));
+    s.rows = lookup<32>(reinterpret_cast<const __m512i*>(codes.code), _mm512_ternarylogic_epi32(low, high, _mm512_set1_epi16(0x0300), a_or_b_and_c));
+    s.scales = half_scales::words(b.scales);
+  }
+  SPITE_AVX512_VBMI __m512i grid(const super& s, int p) const { return expand(s.rows, p); }
+  SPITE_AVX512_VBMI static __mmask64 negative(const super&, const block& b, int p) { return mask_at(b.qs + 32 + 8 * p); }
+  SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(halves.pick[p], s.scales); }
+};
+
+struct iq3_xxs_decoder {
+  SPITE_AVX512_VBMI iq3_xxs_decoder() {}  // the members' initializers with the kernels' instructions
+  using block = gguf::block_iq3_xxs;
+  static constexpr float post = 0.25f;
+  code_registers<256> codes{iq3xxs_codes()};
+  iq3_expand expand{k_iq3xxs_values};
+  chunk_scales<2> scale;
+  __m512i ks_lo = load_ksigns(0), ks_hi = load_ksigns(1);
+  __m512i low_bytes[2] = {load(k_iq3_low_bytes[0]), load(k_iq3_low_bytes[1])};
+  struct super {
+    __m512i rows[2], scales;
+    sign_bytes signs;
+  };
+  SPITE_AVX512_VBMI void decode(const block& b, super& s) const {
+    const __m512i index = _mm512_loadu_si512(b.qs);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) s.rows[h] = lookup<8>(codes.t, _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, low_bytes[h], index));
+    // Per sub-block a dword of four 7-bit sign indices and the scale (after the 64 grid indices).
+    const __m256i meta = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 64));
+    const __m256i sign_fields = _mm256_set1_epi64x(0x35'2E'27'20'15'0E'07'00ll);
+    const __m512i sign_index = _mm512_castsi256_si512(_mm256_multishift_epi64_epi8(sign_fields, meta));
+    s.signs.store(_mm512_permutex2var_epi8(ks_lo, sign_index, ks_hi));
+    s.scales = _mm512_castsi256_si512(_mm256_or_si256(_mm256_srli_epi32(meta, 27), _mm256_set1_epi32(1)));
+  }
+  SPITE_AVX512_VBMI __m512i grid(const super& s, int p) const { return expand(s.rows[p / 2], p); }
+  SPITE_AVX512_VBMI static __mmask64 negative(const super& s, const block&, int p) { return mask_at(s.signs.b + 8 * p); }
+  SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
+};
+
+struct iq3_s_decoder {
+  SPITE_AVX512_VBMI iq3_s_decoder() {}  // the members' initializers with the kernels' instructions
+  using block = gguf::block_iq3_s;
+  static constexpr float post = 1.0f;
+  code_registers<512> codes{iq3s_codes()};
+  iq3_expand expand{k_iq3s_values};
+  chunk_scales<1> scale;
+  __m512i low_bytes[2] = {load(k_iq3_low_bytes[0]), load(k_iq3_low_bytes[1])};
+  __m512i high_fields[2] = {load(k_iq3_high_fields[0]), load(k_iq3_high_fields[1])};
+  struct super {
+    __m512i rows[2], scales;
+  };
+  SPITE_AVX512_VBMI void decode(const block& b, super& s) const {
+    std::uint64_t qh;
+    std::memcpy(&qh, b.qh, 8);
+    const __m512i index = _mm512_loadu_si512(b.qs), high = _mm512_set1_epi64(static_cast<long long>(qh));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      s.rows[h] = lookup<16>(codes.t, _mm512_ternarylogic_epi32(_mm512_maskz_permutexvar_epi8(0x5555555555555555ull, low_bytes[h], index),
+                                                                _mm512_multishift_epi64_epi8(high_fields[h], high), _mm512_set1_epi16(0x0100),
+                                                                a_or_b_and_c));
+    }
+    // Nibbles lo, hi of scale byte k for sub-blocks 2k, 2k + 1, each 2 s + 1, as 8 words.
+    std::uint32_t sc;
+    std::memcpy(&sc, b.scales, 4);
+    const __m128i v = _mm_cvtsi32_si128(static_cast<int>(sc));
+    const __m128i nib = _mm_set1_epi8(0x0F);
+    const __m128i n = _mm_unpacklo_epi8(_mm_and_si128(v, nib), _mm_and_si128(_mm_srli_epi16(v, 4), nib));
+    s.scales = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_or_si128(_mm_add_epi8(n, n), _mm_set1_epi8(1))));
+  }
+  SPITE_AVX512_VBMI __m512i grid(const super& s, int p) const { return expand(s.rows[p / 2], p); }
+  SPITE_AVX512_VBMI static __mmask64 negative(const super&, const block& b, int p) { return mask_at(b.signs + 8 * p); }
+  SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
+};
+
+// The reference's dot_plain: per super-block the lanes, one fma; post times the reduction.
+template <class D>
+SPITE_AVX512_VBMI float dot_grid(const typename D::block* x, const gguf::block_q8_K* y, std::int64_t nb) {
+  const D dec;
+  __m256 acc = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < nb; ++i) {
+    typename D::super s;
+    dec.decode(x[i], s);
+    __m512i lanes = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) lanes = add_products(lanes, dec.grid(s, p), D::negative(s, x[i], p), y[i].qs + 64 * p, dec.scales(s, p));
+    acc = add_super_block(acc, lanes, _cvtsh_ss(x[i].d) * y[i].d);
+  }
+  return D::post * reduce8_vec(acc);
+}
+
+bool usable() {
+  __builtin_cpu_init();
+  const bool present = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+                       __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                       __builtin_cpu_supports("f16c");
+  return present && iq2xxs_codes().valid && iq2xs_codes().valid && iq2s_codes().valid && iq3xxs_codes().valid &&
+         iq3s_codes().valid;
+}
+
+bool enabled() {
+  static const bool present = usable();
+  return present && avx512_allowed();
+}
+
+}  // namespace
+
+bool enabled_grid_kernels() { return enabled(); }
+
+q8_K_dot<gguf::block_iq2_xxs> avx512_grid_dot(const gguf::block_iq2_xxs*) { return enabled() ? dot_grid<iq2_xxs_decoder> : nullptr; }
+q8_K_dot<gguf::block_iq2_xs> avx512_grid_dot(const gguf::block_iq2_xs*) { return enabled() ? dot_grid<iq2_xs_decoder> : nullptr; }
+q8_K_dot<gguf::block_iq2_s> avx512_grid_dot(const gguf::block_iq2_s*) { return enabled() ? dot_grid<iq2_s_decoder> : nullptr; }
+q8_K_dot<gguf::block_iq3_xxs> avx512_grid_dot(const gguf::block_iq3_xxs*) { return enabled() ? dot_grid<iq3_xxs_decoder> : nullptr; }
+q8_K_dot<gguf::block_iq3_s> avx512_grid_dot(const gguf::block_iq3_s*) { return enabled() ? dot_grid<iq3_s_decoder> : nullptr; }
+
+}  // namespace spite::dispatch::cpu::x86
+
+namespace spite::dispatch::cpu {
+bool has_avx512_grid_kernels() { return x86::enabled_grid_kernels(); }
+}  // namespace spite::dispatch::cpu
+
+#else
+
+namespace spite::dispatch::cpu {
+bool has_avx512_grid_kernels() { return false; }
+}  // namespace spite::dispatch::cpu
+
+#endif
