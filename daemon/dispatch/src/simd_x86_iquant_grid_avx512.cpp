@@ -17,6 +17,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <iterator>
 #include <span>
 
 #define SPITE_AVX512_VBMI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
@@ -55,26 +56,17 @@ constexpr std::array<std::uint8_t, 3> iq2_values{8, 25, 43};
 constexpr std::array<std::uint8_t, 8> iq3xxs_values{4, 12, 20, 28, 36, 44, 52, 62};
 constexpr std::array<std::uint8_t, 8> iq3s_values{1, 3, 5, 7, 9, 11, 13, 15};
 
-const grid_codes<256>& iq2xxs_codes() {
-  static const auto g = make_codes<256>(iq::iq2xxs_grid, iq2_values, 2);
+// A grid's codes, made once: its values with `Bits` bits each.
+template <const auto& Grid, const auto& Values, int Bits>
+const auto& codes_of() {
+  static const auto g = make_codes<std::size(Grid)>(Grid, Values, Bits);
   return g;
 }
-const grid_codes<512>& iq2xs_codes() {
-  static const auto g = make_codes<512>(iq::iq2xs_grid, iq2_values, 2);
-  return g;
-}
-const grid_codes<1024>& iq2s_codes() {
-  static const auto g = make_codes<1024>(iq::iq2s_grid, iq2_values, 2);
-  return g;
-}
-const grid_codes<256>& iq3xxs_codes() {
-  static const auto g = make_codes<256>(iq::iq3xxs_grid, iq3xxs_values, 3);
-  return g;
-}
-const grid_codes<512>& iq3s_codes() {
-  static const auto g = make_codes<512>(iq::iq3s_grid, iq3s_values, 3);
-  return g;
-}
+const auto& iq2xxs_codes() { return codes_of<iq::iq2xxs_grid, iq2_values, 2>(); }
+const auto& iq2xs_codes() { return codes_of<iq::iq2xs_grid, iq2_values, 2>(); }
+const auto& iq2s_codes() { return codes_of<iq::iq2s_grid, iq2_values, 2>(); }
+const auto& iq3xxs_codes() { return codes_of<iq::iq3xxs_grid, iq3xxs_values, 3>(); }
+const auto& iq3s_codes() { return codes_of<iq::iq3s_grid, iq3s_values, 3>(); }
 
 // A vector's bytes, made at compile time and loaded (built in the kernels, GCC stores them one
 // by one on every call).
