@@ -404,6 +404,114 @@ SPITE_AVX512_VBMI float dot_grid(const typename D::block* x, const gguf::block_q
   return D::post * reduce8_vec(acc);
 }
 
+// ---- batches: each weight row decoded once into signed grid bytes, and every activation row's
+// quants shifted to unsigned (q + 128, once per matmul), so that VPMADDUBSW takes them as they
+// are: per 64 elements and activation row one VPMADDUBSW and one VPDPWSSD. The shift adds
+// 128 x (the scaled sums of the grid values) to each lane, a per weight row constant (taken off
+// once per super-block): the lanes are again the reference's exact integers. Pair sums stay
+// within int16: (127 + 128) x 62 x 2 < 32768.
+
+// A super-block of a weight row: chunk p's signed grid bytes and int16 scales, the lanes'
+// excess from the shift, the block's scale.
+struct batch_block {
+  __m512i grid[4], scales[4], excess;
+  float d;
+};
+
+template <class D>
+SPITE_AVX512_VBMI void decode_batch_row(const D& dec, const typename D::block* x, std::int64_t nb, batch_block* out) {
+  const __m512i shift = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (std::int64_t i = 0; i < nb; ++i) {
+    typename D::super s;
+    dec.decode(x[i], s);
+    __m512i excess = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const __m512i g = dec.grid(s, p);
+      const __m512i signed_g = _mm512_mask_sub_epi8(g, D::negative(s, x[i], p), _mm512_setzero_si512(), g);
+      out[i].grid[p] = signed_g;
+      out[i].scales[p] = dec.scales(s, p);
+      excess = _mm512_dpwssd_epi32(excess, _mm512_maddubs_epi16(shift, signed_g), out[i].scales[p]);
+    }
+    out[i].excess = excess;
+    out[i].d = _cvtsh_ss(x[i].d);
+  }
+}
+
+// R decoded weight rows (r[j], y[j]'s column) against K activation rows (shifted quants u, `in`
+// bytes apart; their blocks xq, nb apart; y_stride between their outputs): the reference's fma
+// per super-block, post times the reduction. Each activation load serves R rows: with one row
+// the batch would stream every activation row from L2 per weight row.
+template <int R, int K>
+SPITE_AVX512_VBMI void dot_batch(const batch_block* const* r, const std::uint8_t* u, const gguf::block_q8_K* xq, std::int64_t nb,
+                                 std::int64_t in, float post, float* y, std::int64_t y_stride) {
+  __m256 acc[R][K];
+#pragma GCC unroll 16
+  for (int j = 0; j < R * K; ++j) acc[j / K][j % K] = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < nb; ++i) {
+    __m512i lanes[R][K];
+#pragma GCC unroll 16
+    for (int j = 0; j < R * K; ++j) lanes[j / K][j % K] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      __m512i x[K];
+#pragma GCC unroll 4
+      for (int k = 0; k < K; ++k) x[k] = _mm512_loadu_si512(u + k * in + i * gguf::qk_k + 64 * p);
+#pragma GCC unroll 4
+      for (int row = 0; row < R; ++row) {
+        const __m512i g = r[row][i].grid[p], sc = r[row][i].scales[p];
+#pragma GCC unroll 4
+        for (int k = 0; k < K; ++k) lanes[row][k] = _mm512_dpwssd_epi32(lanes[row][k], _mm512_maddubs_epi16(x[k], g), sc);
+      }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < R * K; ++j) {
+      const int row = j / K, k = j % K;
+      acc[row][k] = add_super_block(acc[row][k], _mm512_sub_epi32(lanes[row][k], r[row][i].excess), r[row][i].d * xq[k * nb + i].d);
+    }
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < R * K; ++j) y[(j % K) * y_stride + j / K] = post * reduce8_vec(acc[j / K][j % K]);
+}
+
+// Rows r[0..R) against every activation row, 4 at a time.
+template <int R>
+SPITE_AVX512_VBMI void dot_batch_rows(const batch_block* const* r, const std::uint8_t* u, const gguf::block_q8_K* xq, std::int64_t n_tokens,
+                                      std::int64_t nb, std::int64_t in, float post, float* y, std::int64_t out) {
+  std::int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) dot_batch<R, 4>(r, u + t * in, xq + t * nb, nb, in, post, y + t * out, out);
+  for (; t < n_tokens; ++t) dot_batch<R, 1>(r, u + t * in, xq + t * nb, nb, in, post, y + t * out, out);
+}
+
+template <class D>
+void matmul_batch(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  const std::int64_t nb = w.in / gguf::qk_k;
+  aligned_vector<std::uint8_t> u(static_cast<std::size_t>(n_tokens * w.in));
+  for (std::int64_t t = 0; t < n_tokens; ++t) {
+    for (std::int64_t i = 0; i < nb; ++i) {
+      const std::int8_t* q = xq[t * nb + i].qs;
+      std::uint8_t* dst = u.data() + t * w.in + i * gguf::qk_k;
+      for (int j = 0; j < gguf::qk_k; ++j) dst[j] = static_cast<std::uint8_t>(q[j] ^ 0x80);
+    }
+  }
+  constexpr int group = 4;
+  pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
+    const D dec;
+    aligned_vector<batch_block> decoded(static_cast<std::size_t>(group * nb));
+    const batch_block* rows[group];
+    for (int j = 0; j < group; ++j) rows[j] = decoded.data() + j * nb;
+    std::int64_t o = begin;
+    for (; o + group <= end; o += group) {
+      for (int j = 0; j < group; ++j) decode_batch_row(dec, reinterpret_cast<const typename D::block*>(w.row(o + j)), nb, decoded.data() + j * nb);
+      dot_batch_rows<group>(rows, u.data(), xq, n_tokens, nb, w.in, D::post, y + o, w.out);
+    }
+    for (; o < end; ++o) {
+      decode_batch_row(dec, reinterpret_cast<const typename D::block*>(w.row(o)), nb, decoded.data());
+      dot_batch_rows<1>(rows, u.data(), xq, n_tokens, nb, w.in, D::post, y + o, w.out);
+    }
+  });
+}
+
 bool usable() {
   __builtin_cpu_init();
   const bool present = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -423,11 +531,18 @@ bool enabled() {
 
 bool enabled_grid_kernels() { return enabled(); }
 
-q8_K_dot<gguf::block_iq2_xxs> avx512_grid_dot(const gguf::block_iq2_xxs*) { return enabled() ? dot_grid<iq2_xxs_decoder> : nullptr; }
-q8_K_dot<gguf::block_iq2_xs> avx512_grid_dot(const gguf::block_iq2_xs*) { return enabled() ? dot_grid<iq2_xs_decoder> : nullptr; }
-q8_K_dot<gguf::block_iq2_s> avx512_grid_dot(const gguf::block_iq2_s*) { return enabled() ? dot_grid<iq2_s_decoder> : nullptr; }
-q8_K_dot<gguf::block_iq3_xxs> avx512_grid_dot(const gguf::block_iq3_xxs*) { return enabled() ? dot_grid<iq3_xxs_decoder> : nullptr; }
-q8_K_dot<gguf::block_iq3_s> avx512_grid_dot(const gguf::block_iq3_s*) { return enabled() ? dot_grid<iq3_s_decoder> : nullptr; }
+template <class D>
+constexpr grid_kernels<typename D::block> kernels_of{dot_grid<D>, matmul_batch<D>};
+
+template <class D>
+const grid_kernels<typename D::block>* if_enabled() {
+  return enabled() ? &kernels_of<D> : nullptr;
+}
+const grid_kernels<gguf::block_iq2_xxs>* avx512_grid_kernels(const gguf::block_iq2_xxs*) { return if_enabled<iq2_xxs_decoder>(); }
+const grid_kernels<gguf::block_iq2_xs>* avx512_grid_kernels(const gguf::block_iq2_xs*) { return if_enabled<iq2_xs_decoder>(); }
+const grid_kernels<gguf::block_iq2_s>* avx512_grid_kernels(const gguf::block_iq2_s*) { return if_enabled<iq2_s_decoder>(); }
+const grid_kernels<gguf::block_iq3_xxs>* avx512_grid_kernels(const gguf::block_iq3_xxs*) { return if_enabled<iq3_xxs_decoder>(); }
+const grid_kernels<gguf::block_iq3_s>* avx512_grid_kernels(const gguf::block_iq3_s*) { return if_enabled<iq3_s_decoder>(); }
 
 }  // namespace spite::dispatch::cpu::x86
 
