@@ -707,23 +707,18 @@ void accumulate_f16_heads_avx512(float* out, const std::uint16_t* values, std::i
 // it, when the instruction does not follow the reference's order, or after set_avx512(false).
 matmul_fn avx512_bf16_matmul();
 
-// simd_x86_iquant_grid_avx512.cpp: the grid i-quants with AVX-512 VBMI (grid rows looked up in
-// registers): the one-row dot, and the matmul of a batch of quantized activation rows (xq:
-// n_tokens rows of w.in / 256 blocks). Null without it, after set_avx512(false), and for other
-// blocks.
-template <class Block>
-struct grid_kernels {
-  float (*dot)(const Block* x, const gguf::block_q8_K* y, std::int64_t nb);
-  void (*matmul)(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
-};
+// simd_x86_iquant_grid_avx512.cpp: the matmul of the grid i-quants with AVX-512 VBMI (grid rows
+// looked up in registers) against quantized activation rows (xq: n_tokens rows of w.in / 256
+// blocks). Null without it, after set_avx512(false), and for other blocks.
+using grid_matmul_fn = void (*)(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 bool enabled_grid_kernels();
-const grid_kernels<gguf::block_iq2_xxs>* avx512_grid_kernels(const gguf::block_iq2_xxs*);
-const grid_kernels<gguf::block_iq2_xs>* avx512_grid_kernels(const gguf::block_iq2_xs*);
-const grid_kernels<gguf::block_iq2_s>* avx512_grid_kernels(const gguf::block_iq2_s*);
-const grid_kernels<gguf::block_iq3_xxs>* avx512_grid_kernels(const gguf::block_iq3_xxs*);
-const grid_kernels<gguf::block_iq3_s>* avx512_grid_kernels(const gguf::block_iq3_s*);
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xxs*);
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xs*);
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_s*);
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq3_xxs*);
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq3_s*);
 template <class Block>
-const grid_kernels<Block>* avx512_grid_kernels(const Block*) {
+grid_matmul_fn avx512_grid_matmul(const Block*) {
   return nullptr;
 }
 

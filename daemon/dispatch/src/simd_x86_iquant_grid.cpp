@@ -291,22 +291,15 @@ SPITE_AVX2 float dot_ternary(const typename D::block* x, const gguf::block_q8_K*
 // R::decoded holds a super-block decoded (vectors and its weight scale), R::dot<K> multiplies
 // decoded rows by K activation rows; K is R::tile (4, or 2 for IQ1_M's 4 accumulators per row)
 // or 1. Fewer than 4 activation rows take the decode kernel `Dot`. Where the AVX-512 VBMI kernels
-// run (simd_x86_iquant_grid_avx512.cpp), theirs take both.
+// run (simd_x86_iquant_grid_avx512.cpp), theirs take every product.
 template <class R, float (*Dot)(const typename R::block*, const gguf::block_q8_K*, std::int64_t)>
 void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / gguf::qk_k;
-  const auto* fast = avx512_grid_kernels(static_cast<const typename R::block*>(nullptr));
-  if (n_tokens < 4) {
-    if (fast == nullptr) return iquant::matmul_q8_K<typename R::block, Dot>(w, x, n_tokens, y, pool);
-    std::vector<gguf::block_q8_K> xq(static_cast<std::size_t>(nb * n_tokens));
-    for (std::int64_t t = 0; t < n_tokens; ++t) quantize_act_q8_K(x + t * w.in, xq.data() + t * nb, w.in);
-    return for_each_output(w.out, n_tokens, y, pool, [&](std::int64_t o, std::int64_t t) {
-      return fast->dot(reinterpret_cast<const typename R::block*>(w.row(o)), xq.data() + t * nb, nb);
-    });
-  }
+  const auto fast = avx512_grid_matmul(static_cast<const typename R::block*>(nullptr));
+  if (fast == nullptr && n_tokens < 4) return iquant::matmul_q8_K<typename R::block, Dot>(w, x, n_tokens, y, pool);
   std::vector<gguf::block_q8_K> xq;
   quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
-  if (fast != nullptr) return fast->matmul(w, xq.data(), n_tokens, y, pool);
+  if (fast != nullptr) return fast(w, xq.data(), n_tokens, y, pool);
   pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
     aligned_vector<typename R::decoded> r(static_cast<std::size_t>(nb));
     for (std::int64_t o = begin; o < end; ++o) {

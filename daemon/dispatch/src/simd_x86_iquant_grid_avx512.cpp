@@ -388,10 +388,10 @@ struct iq3_s_decoder {
   SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
 };
 
-// The reference's dot_plain: per super-block the lanes, one fma; post times the reduction.
+// The reference's dot_plain of one weight row with one activation row: per super-block the
+// lanes, one fma; post times the reduction.
 template <class D>
-SPITE_AVX512_VBMI float dot_grid(const typename D::block* x, const gguf::block_q8_K* y, std::int64_t nb) {
-  const D dec;
+SPITE_AVX512_VBMI float dot_grid(const D& dec, const typename D::block* x, const gguf::block_q8_K* y, std::int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (std::int64_t i = 0; i < nb; ++i) {
     typename D::super s;
@@ -483,8 +483,19 @@ SPITE_AVX512_VBMI void dot_batch_rows(const batch_block* const* r, const std::ui
   for (; t < n_tokens; ++t) dot_batch<R, 1>(r, u + t * in, xq + t * nb, nb, in, post, y + t * out, out);
 }
 
+// One activation row (decode): the decoder's constants loaded once per thread, not per row.
 template <class D>
-void matmul_batch(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
+void matmul_one(const weight& w, const gguf::block_q8_K* xq, float* y, thread_pool& pool) {
+  const std::int64_t nb = w.in / gguf::qk_k;
+  pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
+    const D dec;
+    for (std::int64_t o = begin; o < end; ++o) y[o] = dot_grid(dec, reinterpret_cast<const typename D::block*>(w.row(o)), xq, nb);
+  });
+}
+
+template <class D>
+void matmul_grid(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (n_tokens == 1) return matmul_one<D>(w, xq, y, pool);
   const std::int64_t nb = w.in / gguf::qk_k;
   aligned_vector<std::uint8_t> u(static_cast<std::size_t>(n_tokens * w.in));
   for (std::int64_t t = 0; t < n_tokens; ++t) {
@@ -531,18 +542,11 @@ bool enabled() {
 
 bool enabled_grid_kernels() { return enabled(); }
 
-template <class D>
-constexpr grid_kernels<typename D::block> kernels_of{dot_grid<D>, matmul_batch<D>};
-
-template <class D>
-const grid_kernels<typename D::block>* if_enabled() {
-  return enabled() ? &kernels_of<D> : nullptr;
-}
-const grid_kernels<gguf::block_iq2_xxs>* avx512_grid_kernels(const gguf::block_iq2_xxs*) { return if_enabled<iq2_xxs_decoder>(); }
-const grid_kernels<gguf::block_iq2_xs>* avx512_grid_kernels(const gguf::block_iq2_xs*) { return if_enabled<iq2_xs_decoder>(); }
-const grid_kernels<gguf::block_iq2_s>* avx512_grid_kernels(const gguf::block_iq2_s*) { return if_enabled<iq2_s_decoder>(); }
-const grid_kernels<gguf::block_iq3_xxs>* avx512_grid_kernels(const gguf::block_iq3_xxs*) { return if_enabled<iq3_xxs_decoder>(); }
-const grid_kernels<gguf::block_iq3_s>* avx512_grid_kernels(const gguf::block_iq3_s*) { return if_enabled<iq3_s_decoder>(); }
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xxs*) { return enabled() ? matmul_grid<iq2_xxs_decoder> : nullptr; }
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xs*) { return enabled() ? matmul_grid<iq2_xs_decoder> : nullptr; }
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_s*) { return enabled() ? matmul_grid<iq2_s_decoder> : nullptr; }
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq3_xxs*) { return enabled() ? matmul_grid<iq3_xxs_decoder> : nullptr; }
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq3_s*) { return enabled() ? matmul_grid<iq3_s_decoder> : nullptr; }
 
 }  // namespace spite::dispatch::cpu::x86
 
