@@ -13,6 +13,7 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "spite/core/bytes.hpp"
+#include "spite/core/half.hpp"
 #include "spite/gguf/file.hpp"
 #include "spite/gguf/writer.hpp"
 
@@ -62,6 +63,25 @@ bool use_more_bits(std::int64_t i, std::int64_t n) { return i < n / 8 || i >= 7 
 
 using gguf::tensor_type;
 
+// The grid i-quants have no quantizer here (theirs needs an importance matrix), but every grid
+// index, sign and sub-block scale of theirs is valid: their tensors are random bits with each
+// block's fp16 scale (its first two bytes) set so that values come out near the requested size.
+bool random_blocks_of(tensor_type t) {
+  return t == tensor_type::iq1_s || t == tensor_type::iq2_xxs || t == tensor_type::iq2_xs || t == tensor_type::iq2_s ||
+         t == tensor_type::iq3_xxs || t == tensor_type::iq3_s;
+}
+
+void random_blocks(tensor_type type, std::byte* row, std::uint64_t row_size, float stddev, std::mt19937_64& rng) {
+  for (std::uint64_t i = 0; i < row_size; i += 8) {
+    const std::uint64_t bits = rng();
+    std::memcpy(row + i, &bits, std::min<std::uint64_t>(8, row_size - i));
+  }
+  // A grid value times its sub-block scale is some 50x the block scale on average.
+  const std::uint16_t d = fp32_to_fp16(stddev / 50.0f);
+  const std::size_t block = gguf::traits(type).block_bytes;
+  for (std::uint64_t b = 0; b + block <= row_size; b += block) std::memcpy(row + b, &d, sizeof d);
+}
+
 // The type of one tensor under a mix (or the plain type).
 tensor_type type_for(std::string_view mix, tensor_type base, std::string_view tensor, std::int64_t layer, std::int64_t n_layer) {
   if (tensor == "ffn_gate_inp") return tensor_type::f32;  // routers stay F32, as llama-quantize keeps them
@@ -100,11 +120,12 @@ std::optional<type_choice> parse_type(std::string name) {
     if (name == mix) return type_choice{std::string(mix), gguf::find_type_by_name(base)->type};
   }
   const gguf::type_traits* t = gguf::find_type_by_name(name);
-  if (t == nullptr || t->from_float == nullptr) return std::nullopt;
+  if (t == nullptr || (t->from_float == nullptr && !random_blocks_of(t->type))) return std::nullopt;
   return type_choice{"", t->type};
 }
 
-// Random N(0, std) weights of [rows, cols] in `type`, rows quantized on all cores.
+// Random N(0, std) weights of [rows, cols] in `type`, rows quantized on all cores; for the
+// random-block types random bits with each block's fp16 scale set (random_blocks_of).
 std::vector<std::byte> random_tensor(tensor_type type, std::int64_t cols, std::int64_t rows, float stddev, std::uint64_t seed) {
   const std::uint64_t row_size = *gguf::row_bytes(type, cols);
   std::vector<std::byte> out(row_size * static_cast<std::uint64_t>(rows));
@@ -116,8 +137,13 @@ std::vector<std::byte> random_tensor(tensor_type type, std::int64_t cols, std::i
       std::normal_distribution<float> dist(0.0f, stddev);
       std::vector<float> row(static_cast<std::size_t>(cols));
       for (std::int64_t r = t; r < rows; r += n_threads) {
+        std::byte* dst = out.data() + row_size * static_cast<std::uint64_t>(r);
+        if (gguf::traits(type).from_float == nullptr) {
+          random_blocks(type, dst, row_size, stddev, rng);
+          continue;
+        }
         for (float& x : row) x = dist(rng);
-        gguf::traits(type).from_float(row.data(), out.data() + row_size * static_cast<std::uint64_t>(r), cols);
+        gguf::traits(type).from_float(row.data(), dst, cols);
       }
     });
   }
@@ -137,7 +163,7 @@ std::vector<std::byte> ones(std::int64_t n) {
 int run_mkmodel(const std::vector<std::string>& argv) {
   args a;
   a.option("--shape", "NAME", "the model shape (see --list)")
-      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL IQ4_XS MXFP4, or a mix Q4_K_M ... MXFP4_MOE")
+      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL IQ4_XS MXFP4, IQ1_S IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S (random blocks), or a mix Q4_K_M ... MXFP4_MOE")
       .option("--vocab", "FILE", "a GGUF whose tokenizer (tokenizer.*) the model takes")
       .option("--out", "FILE", "where to write the model")
       .option("--seed", "S", "random seed (default 1)")

@@ -5,6 +5,8 @@
 
 #include "process.hpp"
 #include "shared_data.hpp"
+#include "spite/core/half.hpp"
+#include "spite/gguf/blocks.hpp"
 #include "spite/gguf/file.hpp"
 
 using spite::test::run_process;
@@ -97,6 +99,29 @@ TEST_CASE("mkmodel writes gpt-oss shapes with llama-quantize's MXFP4_MOE mix (MX
   const auto* up_bias = f->find_tensor("blk.1.ffn_up_exps.bias");
   REQUIRE(up_bias != nullptr);
   CHECK((up_bias->n_dims == 2 && up_bias->ne[0] == 512 && up_bias->ne[1] == 8));
+  const auto run = run_process({SPITECTL_PATH, "run", "--local", "--model", out, "--prompt", "Hello", "-n", "4", "--temperature", "0"});
+  INFO(run.err);
+  CHECK(run.exit_code == 0);
+}
+
+TEST_CASE("mkmodel writes grid i-quant models from random blocks that spite runs") {
+  temp_dir dir;
+  const std::string out = (dir.path() / "iq2.gguf").string();
+  const auto r = run_process({SPITECTL_PATH, "mkmodel", "--shape", "llama-small", "--type", "IQ2_XXS", "--vocab",
+                              shared_path("models/vocab/ggml-vocab-llama-spm.gguf").string(), "--out", out, "--layers", "2"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = spite::gguf::file::open(out);
+  REQUIRE(f.ok());
+  const auto* q = f->find_tensor("blk.0.attn_q.weight");
+  REQUIRE(q != nullptr);
+  CHECK(spite::gguf::type_name(q->type) == "IQ2_XXS");
+  // Every block's fp16 scale is a small positive number, not random bits.
+  const auto* blocks = reinterpret_cast<const spite::gguf::block_iq2_xxs*>(q->data);
+  for (int b = 0; b < 16; ++b) {
+    const float d = spite::fp16_to_fp32(blocks[b].d);
+    CHECK((d > 1e-5f && d < 1e-3f));
+  }
   const auto run = run_process({SPITECTL_PATH, "run", "--local", "--model", out, "--prompt", "Hello", "-n", "4", "--temperature", "0"});
   INFO(run.err);
   CHECK(run.exit_code == 0);
