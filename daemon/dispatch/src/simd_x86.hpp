@@ -712,6 +712,7 @@ matmul_fn avx512_bf16_matmul();
 // blocks). Null without it, after set_avx512(false), and for other blocks.
 using grid_matmul_fn = void (*)(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 bool enabled_grid_kernels();
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq1_s*);
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xxs*);
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xs*);
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_s*);

@@ -16,6 +16,7 @@
 #if defined(__x86_64__)
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <span>
@@ -388,20 +389,82 @@ struct iq3_s_decoder {
   SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
 };
 
+// IQ1_S: 2048 grid rows of -1, 0, 1 (too many for registers: a scalar load each, as in the AVX2
+// kernel), magnitudes with the signs moved onto the activations; per 32 elements a scale and a
+// delta sign, whose term (the activations' block sums times delta sign times scale) runs in its
+// own float chain (dot_iq1_s of iquant_dots.hpp).
+struct iq1_s_decoder {
+  SPITE_AVX512_VBMI iq1_s_decoder() {}  // the members' initializers with the kernels' instructions
+  using block = gguf::block_iq1_s;
+  static constexpr float delta_scale = iq::iq1s_delta;
+  chunk_scales<1> scale;
+  struct super {
+    __m512i rows[4], scales;
+    __m256i delta;  // int16 pairs: sub-block j's delta sign times its scale at 2j, 2j + 1
+  };
+  SPITE_AVX512_VBMI void decode(const block& b, super& s) const {
+    const std::uint64_t* grid = iq::iq1s_grid;
+    std::uint16_t qh[8];
+    std::memcpy(qh, b.qh, sizeof qh);
+    const auto row = [&](int ib, int k) {
+      const int shift = 8 - 3 * k;  // bits 3k .. 3k + 2 of qh onto bits 8-10
+      const unsigned high = shift >= 0 ? (qh[ib] << shift) & 0x700u : (qh[ib] >> -shift) & 0x700u;
+      return static_cast<long long>(grid[b.qs[4 * ib + k] | high]);
+    };
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      s.rows[p] = _mm512_setr_epi64(row(2 * p, 0), row(2 * p, 1), row(2 * p, 2), row(2 * p, 3), row(2 * p + 1, 0), row(2 * p + 1, 1),
+                                    row(2 * p + 1, 2), row(2 * p + 1, 3));
+    }
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
+    const __m128i sc = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
+    s.scales = _mm512_castsi128_si512(sc);
+    const __m128i minus = _mm_srai_epi16(h, 15);  // the delta sign: bit 15
+    const __m128i delta = _mm_sub_epi16(_mm_xor_si128(sc, minus), minus);
+    s.delta = _mm256_set_m128i(_mm_unpackhi_epi16(delta, delta), _mm_unpacklo_epi16(delta, delta));
+  }
+  SPITE_AVX512_VBMI static __m512i grid(const super& s, int p) { return _mm512_abs_epi8(s.rows[p]); }
+  SPITE_AVX512_VBMI static __mmask64 negative(const super& s, const block&, int p) { return _mm512_movepi8_mask(s.rows[p]); }
+  SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
+};
+
+// Whether a type has IQ1_S's delta term; its integer per super-block (exact: any order).
+template <class D>
+constexpr bool has_delta = requires { D::delta_scale; };
+SPITE_AVX512_VBMI inline int delta_sum(__m256i delta, const gguf::block_q8_K& y) {
+  const __m256i v = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), delta);
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+  return _mm_cvtsi128_si32(t);
+}
+// The result from the 8 float lanes and the delta chain, as the reference ends.
+template <class D>
+SPITE_AVX512_VBMI inline float finish(__m256 acc, float delta_acc) {
+  if constexpr (has_delta<D>) {
+    return std::fma(D::delta_scale, delta_acc, reduce8_vec(acc));
+  } else {
+    return D::post * reduce8_vec(acc);
+  }
+}
+
 // The reference's dot_plain of one weight row with one activation row: per super-block the
 // lanes, one fma; post times the reduction.
 template <class D>
 SPITE_AVX512_VBMI float dot_grid(const D& dec, const typename D::block* x, const gguf::block_q8_K* y, std::int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
+  float delta_acc = 0.0f;
   for (std::int64_t i = 0; i < nb; ++i) {
     typename D::super s;
     dec.decode(x[i], s);
     __m512i lanes = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) lanes = add_products(lanes, dec.grid(s, p), D::negative(s, x[i], p), y[i].qs + 64 * p, dec.scales(s, p));
-    acc = add_super_block(acc, lanes, _cvtsh_ss(x[i].d) * y[i].d);
+    const float d = _cvtsh_ss(x[i].d) * y[i].d;
+    acc = add_super_block(acc, lanes, d);
+    if constexpr (has_delta<D>) delta_acc = std::fma(d, static_cast<float>(delta_sum(s.delta, y[i])), delta_acc);
   }
-  return D::post * reduce8_vec(acc);
+  return finish<D>(acc, delta_acc);
 }
 
 // ---- batches: each weight row decoded once into signed grid bytes, and every activation row's
@@ -415,6 +478,7 @@ SPITE_AVX512_VBMI float dot_grid(const D& dec, const typename D::block* x, const
 // excess from the shift, the block's scale.
 struct batch_block {
   __m512i grid[4], scales[4], excess;
+  __m256i delta;  // IQ1_S's (has_delta)
   float d;
 };
 
@@ -434,6 +498,7 @@ SPITE_AVX512_VBMI void decode_batch_row(const D& dec, const typename D::block* x
       excess = _mm512_dpwssd_epi32(excess, _mm512_maddubs_epi16(shift, signed_g), out[i].scales[p]);
     }
     out[i].excess = excess;
+    if constexpr (has_delta<D>) out[i].delta = s.delta;
     out[i].d = _cvtsh_ss(x[i].d);
   }
 }
@@ -442,12 +507,16 @@ SPITE_AVX512_VBMI void decode_batch_row(const D& dec, const typename D::block* x
 // bytes apart; their blocks xq, nb apart; y_stride between their outputs): the reference's fma
 // per super-block, post times the reduction. Each activation load serves R rows: with one row
 // the batch would stream every activation row from L2 per weight row.
-template <int R, int K>
+template <class D, int R, int K>
 SPITE_AVX512_VBMI void dot_batch(const batch_block* const* r, const std::uint8_t* u, const gguf::block_q8_K* xq, std::int64_t nb,
-                                 std::int64_t in, float post, float* y, std::int64_t y_stride) {
+                                 std::int64_t in, float* y, std::int64_t y_stride) {
   __m256 acc[R][K];
+  float delta_acc[R][K];
 #pragma GCC unroll 16
-  for (int j = 0; j < R * K; ++j) acc[j / K][j % K] = _mm256_setzero_ps();
+  for (int j = 0; j < R * K; ++j) {
+    acc[j / K][j % K] = _mm256_setzero_ps();
+    delta_acc[j / K][j % K] = 0.0f;
+  }
   for (std::int64_t i = 0; i < nb; ++i) {
     __m512i lanes[R][K];
 #pragma GCC unroll 16
@@ -467,20 +536,24 @@ SPITE_AVX512_VBMI void dot_batch(const batch_block* const* r, const std::uint8_t
 #pragma GCC unroll 16
     for (int j = 0; j < R * K; ++j) {
       const int row = j / K, k = j % K;
-      acc[row][k] = add_super_block(acc[row][k], _mm512_sub_epi32(lanes[row][k], r[row][i].excess), r[row][i].d * xq[k * nb + i].d);
+      const float d = r[row][i].d * xq[k * nb + i].d;
+      acc[row][k] = add_super_block(acc[row][k], _mm512_sub_epi32(lanes[row][k], r[row][i].excess), d);
+      if constexpr (has_delta<D>) {
+        delta_acc[row][k] = std::fma(d, static_cast<float>(delta_sum(r[row][i].delta, xq[k * nb + i])), delta_acc[row][k]);
+      }
     }
   }
 #pragma GCC unroll 16
-  for (int j = 0; j < R * K; ++j) y[(j % K) * y_stride + j / K] = post * reduce8_vec(acc[j / K][j % K]);
+  for (int j = 0; j < R * K; ++j) y[(j % K) * y_stride + j / K] = finish<D>(acc[j / K][j % K], delta_acc[j / K][j % K]);
 }
 
 // Rows r[0..R) against every activation row, 4 at a time.
-template <int R>
+template <class D, int R>
 SPITE_AVX512_VBMI void dot_batch_rows(const batch_block* const* r, const std::uint8_t* u, const gguf::block_q8_K* xq, std::int64_t n_tokens,
-                                      std::int64_t nb, std::int64_t in, float post, float* y, std::int64_t out) {
+                                      std::int64_t nb, std::int64_t in, float* y, std::int64_t out) {
   std::int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4) dot_batch<R, 4>(r, u + t * in, xq + t * nb, nb, in, post, y + t * out, out);
-  for (; t < n_tokens; ++t) dot_batch<R, 1>(r, u + t * in, xq + t * nb, nb, in, post, y + t * out, out);
+  for (; t + 4 <= n_tokens; t += 4) dot_batch<D, R, 4>(r, u + t * in, xq + t * nb, nb, in, y + t * out, out);
+  for (; t < n_tokens; ++t) dot_batch<D, R, 1>(r, u + t * in, xq + t * nb, nb, in, y + t * out, out);
 }
 
 // One activation row (decode): the decoder's constants loaded once per thread, not per row.
@@ -514,11 +587,11 @@ void matmul_grid(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tok
     std::int64_t o = begin;
     for (; o + group <= end; o += group) {
       for (int j = 0; j < group; ++j) decode_batch_row(dec, reinterpret_cast<const typename D::block*>(w.row(o + j)), nb, decoded.data() + j * nb);
-      dot_batch_rows<group>(rows, u.data(), xq, n_tokens, nb, w.in, D::post, y + o, w.out);
+      dot_batch_rows<D, group>(rows, u.data(), xq, n_tokens, nb, w.in, y + o, w.out);
     }
     for (; o < end; ++o) {
       decode_batch_row(dec, reinterpret_cast<const typename D::block*>(w.row(o)), nb, decoded.data());
-      dot_batch_rows<1>(rows, u.data(), xq, n_tokens, nb, w.in, D::post, y + o, w.out);
+      dot_batch_rows<D, 1>(rows, u.data(), xq, n_tokens, nb, w.in, y + o, w.out);
     }
   });
 }
@@ -542,6 +615,7 @@ bool enabled() {
 
 bool enabled_grid_kernels() { return enabled(); }
 
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq1_s*) { return enabled() ? matmul_grid<iq1_s_decoder> : nullptr; }
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xxs*) { return enabled() ? matmul_grid<iq2_xxs_decoder> : nullptr; }
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xs*) { return enabled() ? matmul_grid<iq2_xs_decoder> : nullptr; }
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_s*) { return enabled() ? matmul_grid<iq2_s_decoder> : nullptr; }
