@@ -689,39 +689,9 @@ struct q6_K_fused_tiles {
 const q6_K_fused_tiles* avx_vnni_q6_K_tiles();
 // False after set_avx512(false): the AVX-512 kernels of every file stand aside.
 bool avx512_allowed();
-// simd_x86_math_avx512.cpp: simd_math::accumulate_f16's dimensions [0, d) in 16-wide registers,
-// d the largest multiple of 16 up to dv (returned); the caller takes the rest and the sum.
-std::int64_t accumulate_f16_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                                   const float* weight, const float* rescale, std::int64_t n, std::int64_t dv);
-// simd_math::dot_f16_rows_heads for rows of n = 64 or 128 elements, groups of 4 heads (then 2)
-// and 4 keys: heads [0, heads / 2 * 2), keys [0, returned); the caller takes the rest (all of
-// it for another n: returns 0).
-std::int64_t dot_f16_rows_heads_avx512(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
-                                       const float* q, std::int64_t n, float* out, std::int64_t out_stride, std::int64_t heads);
-// simd_math::accumulate_f16_heads for heads of dv = 64 or 128 dimensions.
-void accumulate_f16_heads_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
-                                 const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
-                                 float* sums, std::int64_t heads, std::int64_t dv);
-
 // simd_x86_avx512_bf16.cpp: the BF16 matmul with AVX-512 BF16 (w.in % 32 == 0); null without
 // it, when the instruction does not follow the reference's order, or after set_avx512(false).
 matmul_fn avx512_bf16_matmul();
-
-// simd_x86_iquant_grid_avx512.cpp: the matmul of the grid i-quants with AVX-512 VBMI (grid rows
-// looked up in registers) against quantized activation rows (xq: n_tokens rows of w.in / 256
-// blocks). Null without it, after set_avx512(false), and for other blocks.
-using grid_matmul_fn = void (*)(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
-bool enabled_grid_kernels();
-grid_matmul_fn avx512_grid_matmul(const gguf::block_iq1_s*);
-grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xxs*);
-grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xs*);
-grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_s*);
-grid_matmul_fn avx512_grid_matmul(const gguf::block_iq3_xxs*);
-grid_matmul_fn avx512_grid_matmul(const gguf::block_iq3_s*);
-template <class Block>
-grid_matmul_fn avx512_grid_matmul(const Block*) {
-  return nullptr;
-}
 
 // simd_x86_float.cpp
 void matmul_f16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);

@@ -5,6 +5,7 @@
 // lanes from one vector fma, which are the reference's exact integers and fmas
 // (iquant_dots.hpp), so the same bits.
 #include "simd_x86.hpp"
+#include "simd_x86_grid.hpp"
 
 #if defined(__x86_64__)
 #include <array>

@@ -11,6 +11,7 @@
 // halves' 8 lanes each, the reference's lanes (iquant_dots.hpp) once added: exact integers, then
 // the same fma per super-block and the same reduction, so the same bits as the AVX2 kernels.
 #include "simd_x86_avx512.hpp"
+#include "simd_x86_grid.hpp"
 #include "ref_quant.hpp"
 
 #if defined(__x86_64__)

@@ -15,6 +15,7 @@
 #include "ref_math.hpp"
 #include "ref_quant.hpp"
 #include "simd_x86.hpp"
+#include "simd_x86_math_avx512.hpp"
 
 namespace spite::dispatch::cpu {
 namespace {

@@ -8,6 +8,7 @@
 // once for 4 heads (or 2; rows of 64 or 128 elements), and reduce16's steps done for 16
 // (head, key) pairs by shuffles.
 #include "simd_x86_avx512.hpp"
+#include "simd_x86_math_avx512.hpp"
 
 #if defined(__x86_64__)
 

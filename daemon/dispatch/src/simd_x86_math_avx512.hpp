@@ -1,0 +1,25 @@
+// The attention pieces with AVX-512 (simd_x86_math_avx512.cpp), as simd_x86_math.cpp takes them.
+// Internal to spite::dispatch; x86-64 only.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__x86_64__)
+namespace spite::dispatch::cpu::x86 {
+
+// simd_x86_math_avx512.cpp: simd_math::accumulate_f16's dimensions [0, d) in 16-wide registers,
+// d the largest multiple of 16 up to dv (returned); the caller takes the rest and the sum.
+std::int64_t accumulate_f16_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                   const float* weight, const float* rescale, std::int64_t n, std::int64_t dv);
+// simd_math::dot_f16_rows_heads for rows of n = 64 or 128 elements, groups of 4 heads (then 2)
+// and 4 keys: heads [0, heads / 2 * 2), keys [0, returned); the caller takes the rest (all of
+// it for another n: returns 0).
+std::int64_t dot_f16_rows_heads_avx512(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
+                                       const float* q, std::int64_t n, float* out, std::int64_t out_stride, std::int64_t heads);
+// simd_math::accumulate_f16_heads for heads of dv = 64 or 128 dimensions.
+void accumulate_f16_heads_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,
+                                 const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
+                                 float* sums, std::int64_t heads, std::int64_t dv);
+
+}  // namespace spite::dispatch::cpu::x86
+#endif
