@@ -1,6 +1,6 @@
 // The grid i-quants' AVX-512 VBMI kernels (simd_x86_iquant_grid_avx512.cpp), as the grid
-// i-quant matmuls of simd_x86_iquant_grid.cpp take them. Internal to spite::dispatch; x86-64
-// only.
+// i-quant matmuls of simd_x86_iquant_grid.cpp take them, and what both files' IQ1_S kernels
+// share. Internal to spite::dispatch; x86-64 only.
 #pragma once
 
 #include "simd_x86.hpp"
@@ -22,6 +22,16 @@ grid_matmul_fn avx512_grid_matmul(const gguf::block_iq3_s*);
 template <class Block>
 grid_matmul_fn avx512_grid_matmul(const Block*) {
   return nullptr;
+}
+
+// IQ1_S's delta term of a super-block, an integer: the activations' block sums times `delta`
+// (int16 pairs, sub-block j's delta sign times its scale at 2j, 2j + 1), summed (exact: any order).
+SPITE_AVX2 inline int iq1_s_delta_sum(__m256i delta, const gguf::block_q8_K& y) {
+  const __m256i v = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), delta);
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
 }
 
 }  // namespace spite::dispatch::cpu::x86

@@ -373,14 +373,6 @@ struct grid_rows {
   }
 };
 
-// The horizontal sum of 8 int32 lanes (exact: any order).
-SPITE_AVX2 inline int hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
-
 struct iq1_s_rows {
   using block = gguf::block_iq1_s;
   static constexpr int tile = 4;
@@ -435,7 +427,7 @@ struct iq1_s_rows {
         const gguf::block_q8_K& x = xq[(t0 + k) * nb + i];
         const float d = x.d * r[i].d;
         acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[k]), acc[k]);
-        const int sumi1 = hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)), r[i].delta));
+        const int sumi1 = iq1_s_delta_sum(r[i].delta, x);
         acc1[k] = std::fma(d, static_cast<float>(sumi1), acc1[k]);
       }
     }

@@ -203,6 +203,12 @@ struct iq3_expand {
 
 // Per-16 scales (IQ2_XS, IQ2_S): nibbles lo, hi of byte ib for the halves of sub-block ib, each
 // 2 s + 1, as 16 words; chunk p's words from them.
+// The low 8 bytes' nibbles as words lo 0, hi 0, lo 1, hi 1, ..., each 2 s + 1.
+SPITE_AVX512_VBMI inline __m512i nibble_scale_words(__m128i bytes) {
+  const __m128i nib = _mm_set1_epi8(0x0F);
+  const __m128i n = _mm_unpacklo_epi8(_mm_and_si128(bytes, nib), _mm_and_si128(_mm_srli_epi16(bytes, 4), nib));
+  return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_or_si128(_mm_add_epi8(n, n), _mm_set1_epi8(1))));
+}
 constexpr vector_bytes half_pick(int p) { return words_of([p](int w) { return 4 * p + w / 8; }); }
 struct half_scales {
   __m512i pick[4];
@@ -212,10 +218,7 @@ struct half_scales {
     for (int p = 0; p < 4; ++p) pick[p] = load(k_pick[p]);
   }
   SPITE_AVX512_VBMI static __m512i words(const std::uint8_t* scales) {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
-    const __m128i nib = _mm_set1_epi8(0x0F);
-    const __m128i n = _mm_unpacklo_epi8(_mm_and_si128(b, nib), _mm_and_si128(_mm_srli_epi16(b, 4), nib));
-    return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_or_si128(_mm_add_epi8(n, n), _mm_set1_epi8(1))));
+    return nibble_scale_words(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales)));
   }
 };
 
@@ -377,13 +380,10 @@ struct iq3_s_decoder {
                                                                 _mm512_multishift_epi64_epi8(high_fields[h], high), _mm512_set1_epi16(0x0100),
                                                                 a_or_b_and_c));
     }
-    // Nibbles lo, hi of scale byte k for sub-blocks 2k, 2k + 1, each 2 s + 1, as 8 words.
+    // Nibbles lo, hi of scale byte k for sub-blocks 2k, 2k + 1.
     std::uint32_t sc;
     std::memcpy(&sc, b.scales, 4);
-    const __m128i v = _mm_cvtsi32_si128(static_cast<int>(sc));
-    const __m128i nib = _mm_set1_epi8(0x0F);
-    const __m128i n = _mm_unpacklo_epi8(_mm_and_si128(v, nib), _mm_and_si128(_mm_srli_epi16(v, 4), nib));
-    s.scales = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_or_si128(_mm_add_epi8(n, n), _mm_set1_epi8(1))));
+    s.scales = nibble_scale_words(_mm_cvtsi32_si128(static_cast<int>(sc)));
   }
   SPITE_AVX512_VBMI __m512i grid(const super& s, int p) const { return expand(s.rows[p / 2], p); }
   SPITE_AVX512_VBMI static __mmask64 negative(const super&, const block& b, int p) { return mask_at(b.signs + 8 * p); }
@@ -429,16 +429,9 @@ struct iq1_s_decoder {
   SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
 };
 
-// Whether a type has IQ1_S's delta term; its integer per super-block (exact: any order).
+// Whether a type has IQ1_S's delta term (its integer per super-block: iq1_s_delta_sum).
 template <class D>
 constexpr bool has_delta = requires { D::delta_scale; };
-SPITE_AVX512_VBMI inline int delta_sum(__m256i delta, const gguf::block_q8_K& y) {
-  const __m256i v = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), delta);
-  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-  return _mm_cvtsi128_si32(t);
-}
 // The result from the 8 float lanes and the delta chain, as the reference ends.
 template <class D>
 SPITE_AVX512_VBMI inline float finish(__m256 acc, float delta_acc) {
@@ -463,7 +456,7 @@ SPITE_AVX512_VBMI float dot_grid(const D& dec, const typename D::block* x, const
     for (int p = 0; p < 4; ++p) lanes = add_products(lanes, dec.grid(s, p), D::negative(s, x[i], p), y[i].qs + 64 * p, dec.scales(s, p));
     const float d = _cvtsh_ss(x[i].d) * y[i].d;
     acc = add_super_block(acc, lanes, d);
-    if constexpr (has_delta<D>) delta_acc = std::fma(d, static_cast<float>(delta_sum(s.delta, y[i])), delta_acc);
+    if constexpr (has_delta<D>) delta_acc = std::fma(d, static_cast<float>(iq1_s_delta_sum(s.delta, y[i])), delta_acc);
   }
   return finish<D>(acc, delta_acc);
 }
@@ -540,7 +533,7 @@ SPITE_AVX512_VBMI void dot_batch(const batch_block* const* r, const std::uint8_t
       const float d = r[row][i].d * xq[k * nb + i].d;
       acc[row][k] = add_super_block(acc[row][k], _mm512_sub_epi32(lanes[row][k], r[row][i].excess), d);
       if constexpr (has_delta<D>) {
-        delta_acc[row][k] = std::fma(d, static_cast<float>(delta_sum(r[row][i].delta, xq[k * nb + i])), delta_acc[row][k]);
+        delta_acc[row][k] = std::fma(d, static_cast<float>(iq1_s_delta_sum(r[row][i].delta, xq[k * nb + i])), delta_acc[row][k]);
       }
     }
   }
