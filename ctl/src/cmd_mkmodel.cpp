@@ -4,8 +4,9 @@
 //
 //   spitectl mkmodel --shape tinyllama-1.1b --type Q4_K_M --vocab ggml-vocab-llama-spm.gguf --out F
 #include <cmath>
-#include <cstring>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <span>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "commands.hpp"
 #include "spite/core/bytes.hpp"
 #include "spite/core/half.hpp"
+#include "spite/gguf/blocks.hpp"
 #include "spite/gguf/file.hpp"
 #include "spite/gguf/writer.hpp"
 
@@ -67,7 +69,7 @@ using gguf::tensor_type;
 // index, sign and sub-block scale of theirs is valid: their tensors are random bits with each
 // block's fp16 scale (its first two bytes) set so that values come out near the requested size.
 bool random_blocks_of(tensor_type t) {
-  return t == tensor_type::iq1_s || t == tensor_type::iq2_xxs || t == tensor_type::iq2_xs || t == tensor_type::iq2_s ||
+  return t == tensor_type::iq1_s || t == tensor_type::iq1_m || t == tensor_type::iq2_xxs || t == tensor_type::iq2_xs || t == tensor_type::iq2_s ||
          t == tensor_type::iq3_xxs || t == tensor_type::iq3_s;
 }
 
@@ -79,7 +81,16 @@ void random_blocks(tensor_type type, std::byte* row, std::uint64_t row_size, flo
   // A grid value times its sub-block scale is some 50x the block scale on average.
   const std::uint16_t d = fp32_to_fp16(stddev / 50.0f);
   const std::size_t block = gguf::traits(type).block_bytes;
-  for (std::uint64_t b = 0; b + block <= row_size; b += block) std::memcpy(row + b, &d, sizeof d);
+  for (std::uint64_t b = 0; b + block <= row_size; b += block) {
+    if (type != tensor_type::iq1_m) {
+      std::memcpy(row + b, &d, sizeof d);
+      continue;
+    }
+    // IQ1_M keeps its fp16 scale in the top nibbles of its four 16-bit scale words, nibble k in
+    // word k.
+    std::byte* top = row + b + offsetof(gguf::block_iq1_m, scales) + 1;
+    for (int k = 0; k < 4; ++k) top[2 * k] = (top[2 * k] & std::byte{0x0F}) | static_cast<std::byte>(((d >> (4 * k)) & 0xF) << 4);
+  }
 }
 
 // The type of one tensor under a mix (or the plain type).
@@ -163,7 +174,7 @@ std::vector<std::byte> ones(std::int64_t n) {
 int run_mkmodel(const std::vector<std::string>& argv) {
   args a;
   a.option("--shape", "NAME", "the model shape (see --list)")
-      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL IQ4_XS MXFP4, IQ1_S IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S (random blocks), or a mix Q4_K_M ... MXFP4_MOE")
+      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL IQ4_XS MXFP4, IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S (random blocks), or a mix Q4_K_M ... MXFP4_MOE")
       .option("--vocab", "FILE", "a GGUF whose tokenizer (tokenizer.*) the model takes")
       .option("--out", "FILE", "where to write the model")
       .option("--seed", "S", "random seed (default 1)")

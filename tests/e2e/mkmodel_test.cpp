@@ -1,6 +1,8 @@
 // spitectl mkmodel writes random-weight models of real shapes that spite (and any GGUF reader)
 // loads: the shape's hyper-parameters, the vocabulary's tokenizer, and llama.cpp's type mixes.
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 
 #include "process.hpp"
@@ -104,10 +106,21 @@ TEST_CASE("mkmodel writes gpt-oss shapes with llama-quantize's MXFP4_MOE mix (MX
   CHECK(run.exit_code == 0);
 }
 
-TEST_CASE("mkmodel writes grid i-quant models from random blocks that spite runs") {
+// A random block's fp16 super-block scale: the block's d, or IQ1_M's, kept in the top nibbles of
+// its four 16-bit scale words.
+float block_scale(const spite::gguf::block_iq2_xxs& b) { return spite::fp16_to_fp32(b.d); }
+float block_scale(const spite::gguf::block_iq1_m& b) {
+  std::uint16_t sc[4];
+  std::memcpy(sc, b.scales, sizeof sc);
+  return spite::fp16_to_fp32(static_cast<std::uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+}
+
+template <class Block>
+void check_random_block_model(const std::string& type) {
+  INFO("type " << type);
   temp_dir dir;
-  const std::string out = (dir.path() / "iq2.gguf").string();
-  const auto r = run_process({SPITECTL_PATH, "mkmodel", "--shape", "llama-small", "--type", "IQ2_XXS", "--vocab",
+  const std::string out = (dir.path() / "iq.gguf").string();
+  const auto r = run_process({SPITECTL_PATH, "mkmodel", "--shape", "llama-small", "--type", type, "--vocab",
                               shared_path("models/vocab/ggml-vocab-llama-spm.gguf").string(), "--out", out, "--layers", "2"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -115,16 +128,21 @@ TEST_CASE("mkmodel writes grid i-quant models from random blocks that spite runs
   REQUIRE(f.ok());
   const auto* q = f->find_tensor("blk.0.attn_q.weight");
   REQUIRE(q != nullptr);
-  CHECK(spite::gguf::type_name(q->type) == "IQ2_XXS");
+  CHECK(spite::gguf::type_name(q->type) == type);
   // Every block's fp16 scale is a small positive number, not random bits.
-  const auto* blocks = reinterpret_cast<const spite::gguf::block_iq2_xxs*>(q->data);
+  const auto* blocks = reinterpret_cast<const Block*>(q->data);
   for (int b = 0; b < 16; ++b) {
-    const float d = spite::fp16_to_fp32(blocks[b].d);
+    const float d = block_scale(blocks[b]);
     CHECK((d > 1e-5f && d < 1e-3f));
   }
   const auto run = run_process({SPITECTL_PATH, "run", "--local", "--model", out, "--prompt", "Hello", "-n", "4", "--temperature", "0"});
   INFO(run.err);
   CHECK(run.exit_code == 0);
+}
+
+TEST_CASE("mkmodel writes grid i-quant models from random blocks that spite runs") {
+  check_random_block_model<spite::gguf::block_iq2_xxs>("IQ2_XXS");
+  check_random_block_model<spite::gguf::block_iq1_m>("IQ1_M");
 }
 
 TEST_CASE("mkmodel falls back like llama.cpp where rows do not hold whole k-quant blocks") {

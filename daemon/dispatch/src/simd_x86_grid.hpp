@@ -14,6 +14,7 @@ namespace spite::dispatch::cpu::x86 {
 using grid_matmul_fn = void (*)(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 bool enabled_grid_kernels();
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq1_s*);
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq1_m*);
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xxs*);
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xs*);
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_s*);

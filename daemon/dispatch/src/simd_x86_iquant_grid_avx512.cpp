@@ -1,5 +1,6 @@
-// One-row dot products of the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) with
-// AVX-512 VBMI: the grid rows come from lookups in registers instead of one scalar load each.
+// The grid i-quants' products (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S; IQ1_S and IQ1_M, whose
+// 2048-row grid stays a scalar load per row) with AVX-512 VBMI: the grid rows come from lookups
+// in registers instead of one scalar load each.
 //
 // Each grid row is a short code (2 bits per value for the IQ2 grids, whose values are 8, 25 and
 // 43; 3 bits for the IQ3 grids' eight values), so a grid of 256 rows is 8 registers of 16-bit
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <iterator>
 #include <span>
+#include <type_traits>
 
 #define SPITE_AVX512_VBMI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
 
@@ -429,36 +431,118 @@ struct iq1_s_decoder {
   SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
 };
 
+// IQ1_M: IQ1_S's grid (a scalar load per row) without signs of its own, per-16 scales of 3 bits,
+// and per 8 elements a delta sign (bit 3 of the row's qh nibble) whose term, the activations
+// times +-1 times the scale, has 8 lanes and a float chain of its own (dot_iq1_m of
+// iquant_dots.hpp); the super-block's fp16 scale is the top nibbles of the four scale words.
+// IQ1_M chunk p's byte e belongs to row 8p + e / 8, whose nibble is qh byte 4p + e / 16, the low
+// or the high one.
+constexpr vector_bytes iq1_m_delta_pick(int p) { return bytes_of([p](int e) { return 4 * p + e / 16; }); }
+struct iq1_m_decoder {
+  SPITE_AVX512_VBMI iq1_m_decoder() {}  // the members' initializers with the kernels' instructions
+  using block = gguf::block_iq1_m;
+  static constexpr float delta_lanes_scale = iq::iq1m_delta;
+  // Scale word n = 4k + f (half f % 2 of sub-block 2k + f / 2): field f of scale word k.
+  static constexpr vector_bytes k_scale_word = words_of([](int n) { return n < 16 ? n / 4 : 0; });
+  static constexpr vector_bytes k_scale_shift = words_of([](int n) { return 3 * (n % 4); });
+  static constexpr vector_bytes k_delta_pick[4] = {iq1_m_delta_pick(0), iq1_m_delta_pick(1), iq1_m_delta_pick(2), iq1_m_delta_pick(3)};
+  static constexpr vector_bytes k_delta_bit = bytes_of([](int e) { return (e / 8) % 2 == 0 ? 0x08 : 0x80; });
+  half_scales scale;
+  __m512i pick_delta[4]{load(k_delta_pick[0]), load(k_delta_pick[1]), load(k_delta_pick[2]), load(k_delta_pick[3])};
+  __m512i delta_bit = load(k_delta_bit);
+  __m256i scale_word = _mm512_castsi512_si256(load(k_scale_word)), scale_shift = _mm512_castsi512_si256(load(k_scale_shift));
+  struct super {
+    __m512i rows[4], scales, qh;
+    float d;
+  };
+  SPITE_AVX512_VBMI void decode(const block& b, super& s) const {
+    const std::uint64_t* grid = iq::iq1s_grid;
+    const auto row = [&](int ib, int l) {
+      const unsigned nibble = b.qh[2 * ib + l / 2] >> (4 * (l % 2));
+      return static_cast<long long>(grid[b.qs[4 * ib + l] | ((nibble & 7u) << 8)]);
+    };
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      s.rows[p] = _mm512_setr_epi64(row(2 * p, 0), row(2 * p, 1), row(2 * p, 2), row(2 * p, 3), row(2 * p + 1, 0), row(2 * p + 1, 1),
+                                    row(2 * p + 1, 2), row(2 * p + 1, 3));
+    }
+    const __m128i words = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales));
+    const __m256i fields = _mm256_and_si256(_mm256_srlv_epi16(_mm256_permutexvar_epi16(scale_word, _mm256_castsi128_si256(words)), scale_shift),
+                                            _mm256_set1_epi16(7));
+    s.scales = _mm512_castsi256_si512(_mm256_or_si256(_mm256_add_epi16(fields, fields), _mm256_set1_epi16(1)));
+    s.qh = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
+    std::uint16_t sc[4];
+    std::memcpy(sc, b.scales, sizeof sc);
+    s.d = _cvtsh_ss(static_cast<std::uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+  }
+  SPITE_AVX512_VBMI static __m512i grid(const super& s, int p) { return _mm512_abs_epi8(s.rows[p]); }
+  SPITE_AVX512_VBMI static __mmask64 negative(const super& s, const block&, int p) { return _mm512_movepi8_mask(s.rows[p]); }
+  SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
+  // Chunk p's elements whose delta is -1.
+  SPITE_AVX512_VBMI __mmask64 delta_negative(const super& s, int p) const {
+    return _mm512_test_epi8_mask(_mm512_permutexvar_epi8(pick_delta[p], s.qh), delta_bit);
+  }
+};
+
 // Whether a type has IQ1_S's delta term (its integer per super-block: iq1_s_delta_sum).
 template <class D>
 constexpr bool has_delta = requires { D::delta_scale; };
-// The result from the 8 float lanes and the delta chain, as the reference ends.
+// Whether a type has IQ1_M's delta lanes (8 lanes and a float chain beside the grid's).
 template <class D>
-SPITE_AVX512_VBMI inline float finish(__m256 acc, float delta_acc) {
-  if constexpr (has_delta<D>) {
-    return std::fma(D::delta_scale, delta_acc, reduce8_vec(acc));
+constexpr bool has_delta_lanes = requires { D::delta_lanes_scale; };
+
+// The super-block's scale: the block's fp16 d, or what the decoder made of its bits (IQ1_M).
+template <class D>
+SPITE_AVX512_VBMI inline float block_scale(const typename D::block& b, const typename D::super& s) {
+  if constexpr (requires { s.d; }) {
+    return s.d;
   } else {
-    return D::post * reduce8_vec(acc);
+    return _cvtsh_ss(b.d);
   }
 }
 
-// The reference's dot_plain of one weight row with one activation row: per super-block the
-// lanes, one fma; post times the reduction.
+// A row's float chains against one activation row: the reference's 8 lanes, and the delta
+// term's where a type has one (IQ1_S: one float; IQ1_M: 8 more lanes); finish() ends as the
+// reference does.
+template <class D>
+struct row_sums {
+  __m256 acc, delta_lanes;
+  float delta;
+  SPITE_AVX512_VBMI row_sums() : acc(_mm256_setzero_ps()), delta_lanes(_mm256_setzero_ps()), delta(0.0f) {}
+  SPITE_AVX512_VBMI float finish() const {
+    if constexpr (has_delta<D>) {
+      return std::fma(D::delta_scale, delta, reduce8_vec(acc));
+    } else if constexpr (has_delta_lanes<D>) {
+      return std::fma(D::delta_lanes_scale, reduce8_vec(delta_lanes), reduce8_vec(acc));
+    } else {
+      return D::post * reduce8_vec(acc);
+    }
+  }
+};
+
+// The reference's dot of one weight row with one activation row: per super-block the lanes, one
+// fma (and the delta term's); the reduction.
 template <class D>
 SPITE_AVX512_VBMI float dot_grid(const D& dec, const typename D::block* x, const gguf::block_q8_K* y, std::int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  float delta_acc = 0.0f;
+  [[maybe_unused]] const __m512i ones = _mm512_set1_epi8(1);
+  row_sums<D> sums;
   for (std::int64_t i = 0; i < nb; ++i) {
     typename D::super s;
     dec.decode(x[i], s);
     __m512i lanes = _mm512_setzero_si512();
+    [[maybe_unused]] __m512i delta_lanes = _mm512_setzero_si512();
 #pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) lanes = add_products(lanes, dec.grid(s, p), D::negative(s, x[i], p), y[i].qs + 64 * p, dec.scales(s, p));
-    const float d = _cvtsh_ss(x[i].d) * y[i].d;
-    acc = add_super_block(acc, lanes, d);
-    if constexpr (has_delta<D>) delta_acc = std::fma(d, static_cast<float>(iq1_s_delta_sum(s.delta, y[i])), delta_acc);
+    for (int p = 0; p < 4; ++p) {
+      const __m512i sc = dec.scales(s, p);
+      lanes = add_products(lanes, dec.grid(s, p), D::negative(s, x[i], p), y[i].qs + 64 * p, sc);
+      if constexpr (has_delta_lanes<D>) delta_lanes = add_products(delta_lanes, ones, dec.delta_negative(s, p), y[i].qs + 64 * p, sc);
+    }
+    const float d = block_scale<D>(x[i], s) * y[i].d;
+    sums.acc = add_super_block(sums.acc, lanes, d);
+    if constexpr (has_delta<D>) sums.delta = std::fma(d, static_cast<float>(iq1_s_delta_sum(s.delta, y[i])), sums.delta);
+    if constexpr (has_delta_lanes<D>) sums.delta_lanes = add_super_block(sums.delta_lanes, delta_lanes, d);
   }
-  return finish<D>(acc, delta_acc);
+  return sums.finish();
 }
 
 // ---- batches: each weight row decoded once into signed grid bytes, and every activation row's
@@ -468,21 +552,31 @@ SPITE_AVX512_VBMI float dot_grid(const D& dec, const typename D::block* x, const
 // once per super-block): the lanes are again the reference's exact integers. Pair sums stay
 // within int16: (127 + 128) x 62 x 2 < 32768.
 
+// IQ1_M's delta lanes of a super-block: chunk p's +-1 bytes and their excess.
+struct delta_lanes_block {
+  __m512i signs[4], excess;
+};
+struct none {};
+
 // A super-block of a weight row: chunk p's signed grid bytes and int16 scales, the lanes'
 // excess from the shift, the block's scale.
+template <class D>
 struct batch_block {
   __m512i grid[4], scales[4], excess;
+  [[no_unique_address]] std::conditional_t<has_delta_lanes<D>, delta_lanes_block, none> delta_lanes;
   __m256i delta;  // IQ1_S's (has_delta)
   float d;
 };
 
 template <class D>
-SPITE_AVX512_VBMI void decode_batch_row(const D& dec, const typename D::block* x, std::int64_t nb, batch_block* out) {
+SPITE_AVX512_VBMI void decode_batch_row(const D& dec, const typename D::block* x, std::int64_t nb, batch_block<D>* out) {
   const __m512i shift = _mm512_set1_epi8(static_cast<char>(0x80));
+  [[maybe_unused]] const __m512i ones = _mm512_set1_epi8(1);
   for (std::int64_t i = 0; i < nb; ++i) {
     typename D::super s;
     dec.decode(x[i], s);
     __m512i excess = _mm512_setzero_si512();
+    [[maybe_unused]] __m512i delta_excess = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       const __m512i g = dec.grid(s, p);
@@ -490,10 +584,16 @@ SPITE_AVX512_VBMI void decode_batch_row(const D& dec, const typename D::block* x
       out[i].grid[p] = signed_g;
       out[i].scales[p] = dec.scales(s, p);
       excess = _mm512_dpwssd_epi32(excess, _mm512_maddubs_epi16(shift, signed_g), out[i].scales[p]);
+      if constexpr (has_delta_lanes<D>) {
+        const __m512i signs = _mm512_mask_sub_epi8(ones, dec.delta_negative(s, p), _mm512_setzero_si512(), ones);
+        out[i].delta_lanes.signs[p] = signs;
+        delta_excess = _mm512_dpwssd_epi32(delta_excess, _mm512_maddubs_epi16(shift, signs), out[i].scales[p]);
+      }
     }
     out[i].excess = excess;
+    if constexpr (has_delta_lanes<D>) out[i].delta_lanes.excess = delta_excess;
     if constexpr (has_delta<D>) out[i].delta = s.delta;
-    out[i].d = _cvtsh_ss(x[i].d);
+    out[i].d = block_scale<D>(x[i], s);
   }
 }
 
@@ -502,19 +602,19 @@ SPITE_AVX512_VBMI void decode_batch_row(const D& dec, const typename D::block* x
 // per super-block, post times the reduction. Each activation load serves R rows: with one row
 // the batch would stream every activation row from L2 per weight row.
 template <class D, int R, int K>
-SPITE_AVX512_VBMI void dot_batch(const batch_block* const* r, const std::uint8_t* u, const gguf::block_q8_K* xq, std::int64_t nb,
+SPITE_AVX512_VBMI void dot_batch(const batch_block<D>* const* r, const std::uint8_t* u, const gguf::block_q8_K* xq, std::int64_t nb,
                                  std::int64_t in, float* y, std::int64_t y_stride) {
-  __m256 acc[R][K];
-  float delta_acc[R][K];
-#pragma GCC unroll 16
-  for (int j = 0; j < R * K; ++j) {
-    acc[j / K][j % K] = _mm256_setzero_ps();
-    delta_acc[j / K][j % K] = 0.0f;
-  }
+  constexpr int RD = has_delta_lanes<D> ? R : 1;  // rows with delta lanes
+  row_sums<D> sums[R][K];
   for (std::int64_t i = 0; i < nb; ++i) {
     __m512i lanes[R][K];
+    [[maybe_unused]] __m512i delta_lanes[RD][K];
 #pragma GCC unroll 16
     for (int j = 0; j < R * K; ++j) lanes[j / K][j % K] = _mm512_setzero_si512();
+    if constexpr (has_delta_lanes<D>) {
+#pragma GCC unroll 16
+      for (int j = 0; j < R * K; ++j) delta_lanes[j / K][j % K] = _mm512_setzero_si512();
+    }
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       __m512i x[K];
@@ -525,25 +625,32 @@ SPITE_AVX512_VBMI void dot_batch(const batch_block* const* r, const std::uint8_t
         const __m512i g = r[row][i].grid[p], sc = r[row][i].scales[p];
 #pragma GCC unroll 4
         for (int k = 0; k < K; ++k) lanes[row][k] = _mm512_dpwssd_epi32(lanes[row][k], _mm512_maddubs_epi16(x[k], g), sc);
+        if constexpr (has_delta_lanes<D>) {
+          const __m512i signs = r[row][i].delta_lanes.signs[p];
+#pragma GCC unroll 4
+          for (int k = 0; k < K; ++k) delta_lanes[row][k] = _mm512_dpwssd_epi32(delta_lanes[row][k], _mm512_maddubs_epi16(x[k], signs), sc);
+        }
       }
     }
 #pragma GCC unroll 16
     for (int j = 0; j < R * K; ++j) {
       const int row = j / K, k = j % K;
       const float d = r[row][i].d * xq[k * nb + i].d;
-      acc[row][k] = add_super_block(acc[row][k], _mm512_sub_epi32(lanes[row][k], r[row][i].excess), d);
-      if constexpr (has_delta<D>) {
-        delta_acc[row][k] = std::fma(d, static_cast<float>(iq1_s_delta_sum(r[row][i].delta, xq[k * nb + i])), delta_acc[row][k]);
+      row_sums<D>& rs = sums[row][k];
+      rs.acc = add_super_block(rs.acc, _mm512_sub_epi32(lanes[row][k], r[row][i].excess), d);
+      if constexpr (has_delta<D>) rs.delta = std::fma(d, static_cast<float>(iq1_s_delta_sum(r[row][i].delta, xq[k * nb + i])), rs.delta);
+      if constexpr (has_delta_lanes<D>) {
+        rs.delta_lanes = add_super_block(rs.delta_lanes, _mm512_sub_epi32(delta_lanes[row][k], r[row][i].delta_lanes.excess), d);
       }
     }
   }
 #pragma GCC unroll 16
-  for (int j = 0; j < R * K; ++j) y[(j % K) * y_stride + j / K] = finish<D>(acc[j / K][j % K], delta_acc[j / K][j % K]);
+  for (int j = 0; j < R * K; ++j) y[(j % K) * y_stride + j / K] = sums[j / K][j % K].finish();
 }
 
 // Rows r[0..R) against every activation row, 4 at a time.
 template <class D, int R>
-SPITE_AVX512_VBMI void dot_batch_rows(const batch_block* const* r, const std::uint8_t* u, const gguf::block_q8_K* xq, std::int64_t n_tokens,
+SPITE_AVX512_VBMI void dot_batch_rows(const batch_block<D>* const* r, const std::uint8_t* u, const gguf::block_q8_K* xq, std::int64_t n_tokens,
                                       std::int64_t nb, std::int64_t in, float* y, std::int64_t out) {
   std::int64_t t = 0;
   for (; t + 4 <= n_tokens; t += 4) dot_batch<D, R, 4>(r, u + t * in, xq + t * nb, nb, in, y + t * out, out);
@@ -572,11 +679,13 @@ void matmul_grid(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tok
       for (int j = 0; j < gguf::qk_k; ++j) dst[j] = static_cast<std::uint8_t>(q[j] ^ 0x80);
     }
   }
-  constexpr int group = 4;
+  // Weight rows per pass: 4 x 4 lanes' accumulators fill half the registers; with IQ1_M's delta
+  // lanes, 2 rows.
+  constexpr int group = has_delta_lanes<D> ? 2 : 4;
   pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
     const D dec;
-    aligned_vector<batch_block> decoded(static_cast<std::size_t>(group * nb));
-    const batch_block* rows[group];
+    aligned_vector<batch_block<D>> decoded(static_cast<std::size_t>(group * nb));
+    const batch_block<D>* rows[group];
     for (int j = 0; j < group; ++j) rows[j] = decoded.data() + j * nb;
     std::int64_t o = begin;
     for (; o + group <= end; o += group) {
@@ -610,6 +719,7 @@ bool enabled() {
 bool enabled_grid_kernels() { return enabled(); }
 
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq1_s*) { return enabled() ? matmul_grid<iq1_s_decoder> : nullptr; }
+grid_matmul_fn avx512_grid_matmul(const gguf::block_iq1_m*) { return enabled() ? matmul_grid<iq1_m_decoder> : nullptr; }
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xxs*) { return enabled() ? matmul_grid<iq2_xxs_decoder> : nullptr; }
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xs*) { return enabled() ? matmul_grid<iq2_xs_decoder> : nullptr; }
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_s*) { return enabled() ? matmul_grid<iq2_s_decoder> : nullptr; }

@@ -51,8 +51,12 @@ quantized_matrix random_matrix(tensor_type type, std::int64_t in, std::int64_t o
     auto* blocks = reinterpret_cast<Block*>(m.bytes.data());
     for (std::size_t i = 0; i < m.bytes.size() / sizeof(Block); ++i) {
       if constexpr (std::is_same_v<Block, spite::gguf::block_iq1_m>) {
-        // The fp16 scale 0x2000 in the top nibbles of the four 16-bit scale words.
-        for (int k = 0; k < 4; ++k) blocks[i].scales[2 * k + 1] = static_cast<std::uint8_t>((blocks[i].scales[2 * k + 1] & 0x0F) | (k == 3 ? 0x20 : 0));
+        // The fp16 scale (now and then negative) in the top nibbles of the four 16-bit scale
+        // words, nibble k in word k.
+        const std::uint16_t d = spite::fp32_to_fp16((i % 5 == 3 ? -0.001f : 0.001f) * static_cast<float>(1 + i % 13));
+        for (int k = 0; k < 4; ++k) {
+          blocks[i].scales[2 * k + 1] = static_cast<std::uint8_t>((blocks[i].scales[2 * k + 1] & 0x0F) | (((d >> (4 * k)) & 0xF) << 4));
+        }
       } else {
         blocks[i].d = spite::fp32_to_fp16(0.001f * static_cast<float>(1 + i % 13));
       }
