@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <span>
 #include <type_traits>
 
@@ -435,9 +436,12 @@ struct iq1_s_decoder {
 // and per 8 elements a delta sign (bit 3 of the row's qh nibble) whose term, the activations
 // times +-1 times the scale, has 8 lanes and a float chain of its own (dot_iq1_m of
 // iquant_dots.hpp); the super-block's fp16 scale is the top nibbles of the four scale words.
-// IQ1_M chunk p's byte e belongs to row 8p + e / 8, whose nibble is qh byte 4p + e / 16, the low
-// or the high one.
-constexpr vector_bytes iq1_m_delta_pick(int p) { return bytes_of([p](int e) { return 4 * p + e / 16; }); }
+// IQ1_M's delta words of chunk pair q (chunks 2q + c, c = 0, 1; iq1_m_decoder::delta_words):
+// word 2j + c belongs to lane j of chunk 2q + c, elements 4j..4j + 3: row 8(2q + c) + j / 2, whose
+// nibble is qh byte 4(2q + c) + j / 4 (the low or the high one), and half 4(2q + c) + j / 4.
+constexpr int iq1_m_half_of_word(int q, int w) { return 4 * (2 * q + w % 2) + w / 8; }
+constexpr vector_bytes iq1_m_scale_pick(int q) { return words_of([q](int w) { return iq1_m_half_of_word(q, w); }); }
+constexpr vector_bytes iq1_m_qh_pick(int q) { return bytes_of([q](int b) { return iq1_m_half_of_word(q, b / 2); }); }
 struct iq1_m_decoder {
   SPITE_AVX512_VBMI iq1_m_decoder() {}  // the members' initializers with the kernels' instructions
   using block = gguf::block_iq1_m;
@@ -445,10 +449,12 @@ struct iq1_m_decoder {
   // Scale word n = 4k + f (half f % 2 of sub-block 2k + f / 2): field f of scale word k.
   static constexpr vector_bytes k_scale_word = words_of([](int n) { return n < 16 ? n / 4 : 0; });
   static constexpr vector_bytes k_scale_shift = words_of([](int n) { return 3 * (n % 4); });
-  static constexpr vector_bytes k_delta_pick[4] = {iq1_m_delta_pick(0), iq1_m_delta_pick(1), iq1_m_delta_pick(2), iq1_m_delta_pick(3)};
-  static constexpr vector_bytes k_delta_bit = bytes_of([](int e) { return (e / 8) % 2 == 0 ? 0x08 : 0x80; });
+  static constexpr vector_bytes k_scale_pick[2] = {iq1_m_scale_pick(0), iq1_m_scale_pick(1)};
+  static constexpr vector_bytes k_qh_pick[2] = {iq1_m_qh_pick(0), iq1_m_qh_pick(1)};
+  // The delta bit of word w's row (w / 4 even: the low nibble's bit 3; odd: the high one's).
+  static constexpr vector_bytes k_delta_bit = words_of([](int w) { return (w / 4) % 2 == 0 ? 0x08 : 0x80; });
   half_scales scale;
-  __m512i pick_delta[4]{load(k_delta_pick[0]), load(k_delta_pick[1]), load(k_delta_pick[2]), load(k_delta_pick[3])};
+  __m512i scale_pick[2]{load(k_scale_pick[0]), load(k_scale_pick[1])}, qh_pick[2]{load(k_qh_pick[0]), load(k_qh_pick[1])};
   __m512i delta_bit = load(k_delta_bit);
   __m256i scale_word = _mm512_castsi512_si256(load(k_scale_word)), scale_shift = _mm512_castsi512_si256(load(k_scale_shift));
   struct super {
@@ -478,9 +484,12 @@ struct iq1_m_decoder {
   SPITE_AVX512_VBMI static __m512i grid(const super& s, int p) { return _mm512_abs_epi8(s.rows[p]); }
   SPITE_AVX512_VBMI static __mmask64 negative(const super& s, const block&, int p) { return _mm512_movepi8_mask(s.rows[p]); }
   SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
-  // Chunk p's elements whose delta is -1.
-  SPITE_AVX512_VBMI __mmask64 delta_negative(const super& s, int p) const {
-    return _mm512_test_epi8_mask(_mm512_permutexvar_epi8(pick_delta[p], s.qh), delta_bit);
+  // Chunk pair q's delta words: the delta sign of each lane's row times the lane's scale, to
+  // multiply the activations' sums of four (four_sums) in.
+  SPITE_AVX512_VBMI __m512i delta_words(const super& s, int q) const {
+    const __m512i sc = _mm512_permutexvar_epi16(scale_pick[q], s.scales);
+    const __mmask32 negative = _mm512_test_epi16_mask(_mm512_permutexvar_epi8(qh_pick[q], s.qh), delta_bit);
+    return _mm512_mask_sub_epi16(sc, negative, _mm512_setzero_si512(), sc);
   }
 };
 
@@ -520,27 +529,54 @@ struct row_sums {
   }
 };
 
+// IQ1_M's delta lanes are the activations' sums over each lane's four elements times +-1 times
+// the scale: per activation row and super-block two vectors of such sums, made once per matmul,
+// where word 2j + c of vector q is chunk 2q + c's lane j (|sum| <= 4 x 128); one VPDPWSSD with
+// the weight row's delta words takes two chunks.
+struct block_fours {
+  __m512i q[2];
+};
+struct four_sums {
+  aligned_vector<block_fours> v;  // activation row t's super-block i at t nb + i
+  SPITE_AVX512_VBMI four_sums(const gguf::block_q8_K* xq, std::int64_t blocks) : v(static_cast<std::size_t>(blocks)) {
+    const __m512i ones8 = _mm512_set1_epi8(1), ones16 = _mm512_set1_epi16(1);
+    const auto lanes = [&](const std::int8_t* q) SPITE_AVX512_VBMI {
+      return _mm512_madd_epi16(_mm512_maddubs_epi16(ones8, _mm512_loadu_si512(q)), ones16);
+    };
+    for (std::int64_t i = 0; i < blocks; ++i) {
+#pragma GCC unroll 2
+      for (int q = 0; q < 2; ++q) {
+        const std::int8_t* x = xq[i].qs + 128 * q;
+        v[static_cast<std::size_t>(i)].q[q] = _mm512_mask_blend_epi16(0xAAAAAAAAu, lanes(x), _mm512_slli_epi32(lanes(x + 64), 16));
+      }
+    }
+  }
+};
+
+// A super-block's delta lanes: its delta words times the activation row's sums of four.
+SPITE_AVX512_VBMI inline __m512i delta_lanes_of(const __m512i* words, const block_fours& fours) {
+  return _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), fours.q[0], words[0]), fours.q[1], words[1]);
+}
+
 // The reference's dot of one weight row with one activation row: per super-block the lanes, one
-// fma (and the delta term's); the reduction.
+// fma (and the delta term's); the reduction. `fours`: the activation row's four_sums (IQ1_M).
 template <class D>
-SPITE_AVX512_VBMI float dot_grid(const D& dec, const typename D::block* x, const gguf::block_q8_K* y, std::int64_t nb) {
-  [[maybe_unused]] const __m512i ones = _mm512_set1_epi8(1);
+SPITE_AVX512_VBMI float dot_grid(const D& dec, const typename D::block* x, const gguf::block_q8_K* y, std::int64_t nb,
+                                 [[maybe_unused]] const block_fours* fours) {
   row_sums<D> sums;
   for (std::int64_t i = 0; i < nb; ++i) {
     typename D::super s;
     dec.decode(x[i], s);
     __m512i lanes = _mm512_setzero_si512();
-    [[maybe_unused]] __m512i delta_lanes = _mm512_setzero_si512();
 #pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      const __m512i sc = dec.scales(s, p);
-      lanes = add_products(lanes, dec.grid(s, p), D::negative(s, x[i], p), y[i].qs + 64 * p, sc);
-      if constexpr (has_delta_lanes<D>) delta_lanes = add_products(delta_lanes, ones, dec.delta_negative(s, p), y[i].qs + 64 * p, sc);
-    }
+    for (int p = 0; p < 4; ++p) lanes = add_products(lanes, dec.grid(s, p), D::negative(s, x[i], p), y[i].qs + 64 * p, dec.scales(s, p));
     const float d = block_scale<D>(x[i], s) * y[i].d;
     sums.acc = add_super_block(sums.acc, lanes, d);
     if constexpr (has_delta<D>) sums.delta = std::fma(d, static_cast<float>(iq1_s_delta_sum(s.delta, y[i])), sums.delta);
-    if constexpr (has_delta_lanes<D>) sums.delta_lanes = add_super_block(sums.delta_lanes, delta_lanes, d);
+    if constexpr (has_delta_lanes<D>) {
+      const __m512i words[2] = {dec.delta_words(s, 0), dec.delta_words(s, 1)};
+      sums.delta_lanes = add_super_block(sums.delta_lanes, delta_lanes_of(words, fours[i]), d);
+    }
   }
   return sums.finish();
 }
@@ -552,9 +588,9 @@ SPITE_AVX512_VBMI float dot_grid(const D& dec, const typename D::block* x, const
 // once per super-block): the lanes are again the reference's exact integers. Pair sums stay
 // within int16: (127 + 128) x 62 x 2 < 32768.
 
-// IQ1_M's delta lanes of a super-block: chunk p's +-1 bytes and their excess.
+// IQ1_M's delta words of a super-block (iq1_m_decoder::delta_words).
 struct delta_lanes_block {
-  __m512i signs[4], excess;
+  __m512i words[2];
 };
 struct none {};
 
@@ -571,12 +607,10 @@ struct batch_block {
 template <class D>
 SPITE_AVX512_VBMI void decode_batch_row(const D& dec, const typename D::block* x, std::int64_t nb, batch_block<D>* out) {
   const __m512i shift = _mm512_set1_epi8(static_cast<char>(0x80));
-  [[maybe_unused]] const __m512i ones = _mm512_set1_epi8(1);
   for (std::int64_t i = 0; i < nb; ++i) {
     typename D::super s;
     dec.decode(x[i], s);
     __m512i excess = _mm512_setzero_si512();
-    [[maybe_unused]] __m512i delta_excess = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       const __m512i g = dec.grid(s, p);
@@ -584,63 +618,60 @@ SPITE_AVX512_VBMI void decode_batch_row(const D& dec, const typename D::block* x
       out[i].grid[p] = signed_g;
       out[i].scales[p] = dec.scales(s, p);
       excess = _mm512_dpwssd_epi32(excess, _mm512_maddubs_epi16(shift, signed_g), out[i].scales[p]);
-      if constexpr (has_delta_lanes<D>) {
-        const __m512i signs = _mm512_mask_sub_epi8(ones, dec.delta_negative(s, p), _mm512_setzero_si512(), ones);
-        out[i].delta_lanes.signs[p] = signs;
-        delta_excess = _mm512_dpwssd_epi32(delta_excess, _mm512_maddubs_epi16(shift, signs), out[i].scales[p]);
-      }
     }
     out[i].excess = excess;
-    if constexpr (has_delta_lanes<D>) out[i].delta_lanes.excess = delta_excess;
+    if constexpr (has_delta_lanes<D>) {
+#pragma GCC unroll 2
+      for (int q = 0; q < 2; ++q) out[i].delta_lanes.words[q] = dec.delta_words(s, q);
+    }
     if constexpr (has_delta<D>) out[i].delta = s.delta;
     out[i].d = block_scale<D>(x[i], s);
   }
 }
 
-// R decoded weight rows (r[j], y[j]'s column) against K activation rows (shifted quants u, `in`
-// bytes apart; their blocks xq, nb apart; y_stride between their outputs): the reference's fma
-// per super-block, post times the reduction. Each activation load serves R rows: with one row
-// the batch would stream every activation row from L2 per weight row.
+// A batch's activation rows from row t on: the shifted quants (`in` bytes a row), the Q8_K
+// blocks and, for IQ1_M, the four_sums (nb a row).
+struct batch_rows {
+  const std::uint8_t* u;
+  const gguf::block_q8_K* xq;
+  const block_fours* fours;
+  std::int64_t nb, in;
+  batch_rows from(std::int64_t t) const { return {u + t * in, xq + t * nb, fours != nullptr ? fours + t * nb : nullptr, nb, in}; }
+};
+
+// R decoded weight rows (r[j], y[j]'s column) against K activation rows (y_stride between their
+// outputs): the reference's fma per super-block, post times the reduction. Each activation load
+// serves R rows: with one row the batch would stream every activation row from L2 per weight
+// row.
 template <class D, int R, int K>
-SPITE_AVX512_VBMI void dot_batch(const batch_block<D>* const* r, const std::uint8_t* u, const gguf::block_q8_K* xq, std::int64_t nb,
-                                 std::int64_t in, float* y, std::int64_t y_stride) {
-  constexpr int RD = has_delta_lanes<D> ? R : 1;  // rows with delta lanes
+SPITE_AVX512_VBMI void dot_batch(const batch_block<D>* const* r, const batch_rows& x, float* y, std::int64_t y_stride) {
   row_sums<D> sums[R][K];
-  for (std::int64_t i = 0; i < nb; ++i) {
+  for (std::int64_t i = 0; i < x.nb; ++i) {
     __m512i lanes[R][K];
-    [[maybe_unused]] __m512i delta_lanes[RD][K];
 #pragma GCC unroll 16
     for (int j = 0; j < R * K; ++j) lanes[j / K][j % K] = _mm512_setzero_si512();
-    if constexpr (has_delta_lanes<D>) {
-#pragma GCC unroll 16
-      for (int j = 0; j < R * K; ++j) delta_lanes[j / K][j % K] = _mm512_setzero_si512();
-    }
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      __m512i x[K];
+      __m512i u[K];
 #pragma GCC unroll 4
-      for (int k = 0; k < K; ++k) x[k] = _mm512_loadu_si512(u + k * in + i * gguf::qk_k + 64 * p);
+      for (int k = 0; k < K; ++k) u[k] = _mm512_loadu_si512(x.u + k * x.in + i * gguf::qk_k + 64 * p);
 #pragma GCC unroll 4
       for (int row = 0; row < R; ++row) {
         const __m512i g = r[row][i].grid[p], sc = r[row][i].scales[p];
 #pragma GCC unroll 4
-        for (int k = 0; k < K; ++k) lanes[row][k] = _mm512_dpwssd_epi32(lanes[row][k], _mm512_maddubs_epi16(x[k], g), sc);
-        if constexpr (has_delta_lanes<D>) {
-          const __m512i signs = r[row][i].delta_lanes.signs[p];
-#pragma GCC unroll 4
-          for (int k = 0; k < K; ++k) delta_lanes[row][k] = _mm512_dpwssd_epi32(delta_lanes[row][k], _mm512_maddubs_epi16(x[k], signs), sc);
-        }
+        for (int k = 0; k < K; ++k) lanes[row][k] = _mm512_dpwssd_epi32(lanes[row][k], _mm512_maddubs_epi16(u[k], g), sc);
       }
     }
 #pragma GCC unroll 16
     for (int j = 0; j < R * K; ++j) {
       const int row = j / K, k = j % K;
-      const float d = r[row][i].d * xq[k * nb + i].d;
+      const gguf::block_q8_K& xb = x.xq[k * x.nb + i];
+      const float d = r[row][i].d * xb.d;
       row_sums<D>& rs = sums[row][k];
       rs.acc = add_super_block(rs.acc, _mm512_sub_epi32(lanes[row][k], r[row][i].excess), d);
-      if constexpr (has_delta<D>) rs.delta = std::fma(d, static_cast<float>(iq1_s_delta_sum(r[row][i].delta, xq[k * nb + i])), rs.delta);
+      if constexpr (has_delta<D>) rs.delta = std::fma(d, static_cast<float>(iq1_s_delta_sum(r[row][i].delta, xb)), rs.delta);
       if constexpr (has_delta_lanes<D>) {
-        rs.delta_lanes = add_super_block(rs.delta_lanes, _mm512_sub_epi32(delta_lanes[row][k], r[row][i].delta_lanes.excess), d);
+        rs.delta_lanes = add_super_block(rs.delta_lanes, delta_lanes_of(r[row][i].delta_lanes.words, x.fours[k * x.nb + i]), d);
       }
     }
   }
@@ -650,20 +681,31 @@ SPITE_AVX512_VBMI void dot_batch(const batch_block<D>* const* r, const std::uint
 
 // Rows r[0..R) against every activation row, 4 at a time.
 template <class D, int R>
-SPITE_AVX512_VBMI void dot_batch_rows(const batch_block<D>* const* r, const std::uint8_t* u, const gguf::block_q8_K* xq, std::int64_t n_tokens,
-                                      std::int64_t nb, std::int64_t in, float* y, std::int64_t out) {
+SPITE_AVX512_VBMI void dot_batch_rows(const batch_block<D>* const* r, const batch_rows& x, std::int64_t n_tokens, float* y, std::int64_t out) {
   std::int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4) dot_batch<D, R, 4>(r, u + t * in, xq + t * nb, nb, in, y + t * out, out);
-  for (; t < n_tokens; ++t) dot_batch<D, R, 1>(r, u + t * in, xq + t * nb, nb, in, y + t * out, out);
+  for (; t + 4 <= n_tokens; t += 4) dot_batch<D, R, 4>(r, x.from(t), y + t * out, out);
+  for (; t < n_tokens; ++t) dot_batch<D, R, 1>(r, x.from(t), y + t * out, out);
+}
+
+// IQ1_M's four_sums of the activation rows; nothing for the other types.
+template <class D>
+std::optional<four_sums> fours_for(const gguf::block_q8_K* xq, std::int64_t blocks) {
+  if constexpr (has_delta_lanes<D>) {
+    return std::optional<four_sums>(std::in_place, xq, blocks);
+  } else {
+    return std::nullopt;
+  }
 }
 
 // One activation row (decode): the decoder's constants loaded once per thread, not per row.
 template <class D>
 void matmul_one(const weight& w, const gguf::block_q8_K* xq, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / gguf::qk_k;
+  const auto fours = fours_for<D>(xq, nb);
+  const block_fours* f = fours ? fours->v.data() : nullptr;
   pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
     const D dec;
-    for (std::int64_t o = begin; o < end; ++o) y[o] = dot_grid(dec, reinterpret_cast<const typename D::block*>(w.row(o)), xq, nb);
+    for (std::int64_t o = begin; o < end; ++o) y[o] = dot_grid(dec, reinterpret_cast<const typename D::block*>(w.row(o)), xq, nb, f);
   });
 }
 
@@ -679,9 +721,9 @@ void matmul_grid(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tok
       for (int j = 0; j < gguf::qk_k; ++j) dst[j] = static_cast<std::uint8_t>(q[j] ^ 0x80);
     }
   }
-  // Weight rows per pass: 4 x 4 lanes' accumulators fill half the registers; with IQ1_M's delta
-  // lanes, 2 rows.
-  constexpr int group = has_delta_lanes<D> ? 2 : 4;
+  const auto fours = fours_for<D>(xq, n_tokens * nb);
+  const batch_rows x{u.data(), xq, fours ? fours->v.data() : nullptr, nb, w.in};
+  constexpr int group = 4;  // weight rows per pass: 4 x 4 lanes' accumulators fill half the registers
   pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
     const D dec;
     aligned_vector<batch_block<D>> decoded(static_cast<std::size_t>(group * nb));
@@ -690,11 +732,11 @@ void matmul_grid(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tok
     std::int64_t o = begin;
     for (; o + group <= end; o += group) {
       for (int j = 0; j < group; ++j) decode_batch_row(dec, reinterpret_cast<const typename D::block*>(w.row(o + j)), nb, decoded.data() + j * nb);
-      dot_batch_rows<D, group>(rows, u.data(), xq, n_tokens, nb, w.in, y + o, w.out);
+      dot_batch_rows<D, group>(rows, x, n_tokens, y + o, w.out);
     }
     for (; o < end; ++o) {
       decode_batch_row(dec, reinterpret_cast<const typename D::block*>(w.row(o)), nb, decoded.data());
-      dot_batch_rows<D, 1>(rows, u.data(), xq, n_tokens, nb, w.in, y + o, w.out);
+      dot_batch_rows<D, 1>(rows, x, n_tokens, y + o, w.out);
     }
   });
 }
