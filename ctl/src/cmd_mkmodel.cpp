@@ -65,12 +65,13 @@ bool use_more_bits(std::int64_t i, std::int64_t n) { return i < n / 8 || i >= 7 
 
 using gguf::tensor_type;
 
-// The grid i-quants have no quantizer here (theirs needs an importance matrix), but every grid
-// index, sign and sub-block scale of theirs is valid: their tensors are random bits with each
-// block's fp16 scale (its first two bytes) set so that values come out near the requested size.
+// The grid i-quants have no quantizer here (theirs needs an importance matrix), nor have the
+// ternary types, but every grid index, sign, sub-block scale and digit byte of theirs is valid:
+// their tensors are random bits with each block's fp16 scale set so that values come out near
+// the requested size.
 bool random_blocks_of(tensor_type t) {
   return t == tensor_type::iq1_s || t == tensor_type::iq1_m || t == tensor_type::iq2_xxs || t == tensor_type::iq2_xs || t == tensor_type::iq2_s ||
-         t == tensor_type::iq3_xxs || t == tensor_type::iq3_s;
+         t == tensor_type::iq3_xxs || t == tensor_type::iq3_s || t == tensor_type::tq1_0 || t == tensor_type::tq2_0;
 }
 
 void random_blocks(tensor_type type, std::byte* row, std::uint64_t row_size, float stddev, std::mt19937_64& rng) {
@@ -78,12 +79,16 @@ void random_blocks(tensor_type type, std::byte* row, std::uint64_t row_size, flo
     const std::uint64_t bits = rng();
     std::memcpy(row + i, &bits, std::min<std::uint64_t>(8, row_size - i));
   }
-  // A grid value times its sub-block scale is some 50x the block scale on average.
-  const std::uint16_t d = fp32_to_fp16(stddev / 50.0f);
+  // A grid value times its sub-block scale is some 50x the block scale on average; a ternary
+  // weight is +-1 (TQ2_0's random fields now and then 2) times it.
+  const bool ternary = type == tensor_type::tq1_0 || type == tensor_type::tq2_0;
+  const std::uint16_t d = fp32_to_fp16(ternary ? stddev : stddev / 50.0f);
   const std::size_t block = gguf::traits(type).block_bytes;
+  // Where the scale lies: first in the grid i-quants' blocks, last in the ternary ones'.
+  const std::size_t at = type == tensor_type::tq1_0 ? offsetof(gguf::block_tq1_0, d) : type == tensor_type::tq2_0 ? offsetof(gguf::block_tq2_0, d) : 0;
   for (std::uint64_t b = 0; b + block <= row_size; b += block) {
     if (type != tensor_type::iq1_m) {
-      std::memcpy(row + b, &d, sizeof d);
+      std::memcpy(row + b + at, &d, sizeof d);
       continue;
     }
     // IQ1_M keeps its fp16 scale in the top nibbles of its four 16-bit scale words, nibble k in
@@ -174,7 +179,7 @@ std::vector<std::byte> ones(std::int64_t n) {
 int run_mkmodel(const std::vector<std::string>& argv) {
   args a;
   a.option("--shape", "NAME", "the model shape (see --list)")
-      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL IQ4_XS MXFP4, IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S (random blocks), or a mix Q4_K_M ... MXFP4_MOE")
+      .option("--type", "TYPE", "weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL IQ4_XS MXFP4, IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S TQ1_0 TQ2_0 (random blocks), or a mix Q4_K_M ... MXFP4_MOE")
       .option("--vocab", "FILE", "a GGUF whose tokenizer (tokenizer.*) the model takes")
       .option("--out", "FILE", "where to write the model")
       .option("--seed", "S", "random seed (default 1)")

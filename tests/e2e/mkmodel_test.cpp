@@ -106,17 +106,19 @@ TEST_CASE("mkmodel writes gpt-oss shapes with llama-quantize's MXFP4_MOE mix (MX
   CHECK(run.exit_code == 0);
 }
 
-// A random block's fp16 super-block scale: the block's d, or IQ1_M's, kept in the top nibbles of
-// its four 16-bit scale words.
+// A random block's fp16 super-block scale: the block's d (first in IQ2_XXS's block, last in
+// TQ1_0's), or IQ1_M's, kept in the top nibbles of its four 16-bit scale words.
 float block_scale(const spite::gguf::block_iq2_xxs& b) { return spite::fp16_to_fp32(b.d); }
+float block_scale(const spite::gguf::block_tq1_0& b) { return spite::fp16_to_fp32(b.d); }
 float block_scale(const spite::gguf::block_iq1_m& b) {
   std::uint16_t sc[4];
   std::memcpy(sc, b.scales, sizeof sc);
   return spite::fp16_to_fp32(static_cast<std::uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
 }
 
+// `largest`: the most a block scale may be (a grid value is some 50 scales, a ternary one 1).
 template <class Block>
-void check_random_block_model(const std::string& type) {
+void check_random_block_model(const std::string& type, float largest) {
   INFO("type " << type);
   temp_dir dir;
   const std::string out = (dir.path() / "iq.gguf").string();
@@ -133,16 +135,17 @@ void check_random_block_model(const std::string& type) {
   const auto* blocks = reinterpret_cast<const Block*>(q->data);
   for (int b = 0; b < 16; ++b) {
     const float d = block_scale(blocks[b]);
-    CHECK((d > 1e-5f && d < 1e-3f));
+    CHECK((d > 1e-5f && d < largest));
   }
   const auto run = run_process({SPITECTL_PATH, "run", "--local", "--model", out, "--prompt", "Hello", "-n", "4", "--temperature", "0"});
   INFO(run.err);
   CHECK(run.exit_code == 0);
 }
 
-TEST_CASE("mkmodel writes grid i-quant models from random blocks that spite runs") {
-  check_random_block_model<spite::gguf::block_iq2_xxs>("IQ2_XXS");
-  check_random_block_model<spite::gguf::block_iq1_m>("IQ1_M");
+TEST_CASE("mkmodel writes grid i-quant and ternary models from random blocks that spite runs") {
+  check_random_block_model<spite::gguf::block_iq2_xxs>("IQ2_XXS", 1e-3f);
+  check_random_block_model<spite::gguf::block_iq1_m>("IQ1_M", 1e-3f);
+  check_random_block_model<spite::gguf::block_tq1_0>("TQ1_0", 0.1f);
 }
 
 TEST_CASE("mkmodel falls back like llama.cpp where rows do not hold whole k-quant blocks") {

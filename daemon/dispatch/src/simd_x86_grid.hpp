@@ -1,6 +1,6 @@
-// The grid i-quants' AVX-512 VBMI kernels (simd_x86_iquant_grid_avx512.cpp), as the grid
-// i-quant matmuls of simd_x86_iquant_grid.cpp take them, and what both files' IQ1_S kernels
-// share. Internal to spite::dispatch; x86-64 only.
+// The grid i-quants' and ternary types' AVX-512 VBMI kernels (simd_x86_iquant_grid_avx512.cpp,
+// simd_x86_ternary_avx512.cpp), as the matmuls of simd_x86_iquant_grid.cpp take them, and what
+// the IQ1_S kernels of both grid files share. Internal to spite::dispatch; x86-64 only.
 #pragma once
 
 #include "simd_x86.hpp"
@@ -9,8 +9,9 @@
 namespace spite::dispatch::cpu::x86 {
 
 // simd_x86_iquant_grid_avx512.cpp: the matmul of the grid i-quants with AVX-512 VBMI (grid rows
-// looked up in registers) against quantized activation rows (xq: n_tokens rows of w.in / 256
-// blocks). Null without it, after set_avx512(false), and for other blocks.
+// looked up in registers), simd_x86_ternary_avx512.cpp that of the ternary types, against
+// quantized activation rows (xq: n_tokens rows of w.in / 256 blocks). Null without it, after
+// set_avx512(false), and for other blocks.
 using grid_matmul_fn = void (*)(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 bool enabled_grid_kernels();
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq1_s*);
@@ -20,10 +21,38 @@ grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_xs*);
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq2_s*);
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq3_xxs*);
 grid_matmul_fn avx512_grid_matmul(const gguf::block_iq3_s*);
+grid_matmul_fn avx512_grid_matmul(const gguf::block_tq1_0*);  // simd_x86_ternary_avx512.cpp
+grid_matmul_fn avx512_grid_matmul(const gguf::block_tq2_0*);
 template <class Block>
 grid_matmul_fn avx512_grid_matmul(const Block*) {
   return nullptr;
 }
+
+// The AVX-512 VBMI kernels' target, and their constant vectors: a vector's bytes made at
+// compile time and loaded (built in the kernels, GCC stores them one by one on every call).
+#define SPITE_AVX512_VBMI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
+struct alignas(64) vector_bytes {
+  std::uint8_t b[64];
+};
+// Byte i: f(i).
+template <class F>
+constexpr vector_bytes bytes_of(F f) {
+  vector_bytes v{};
+  for (int i = 0; i < 64; ++i) v.b[i] = static_cast<std::uint8_t>(f(i));
+  return v;
+}
+// Word w: f(w).
+template <class F>
+constexpr vector_bytes words_of(F f) {
+  vector_bytes v{};
+  for (int w = 0; w < 32; ++w) {
+    const auto x = static_cast<std::uint16_t>(f(w));
+    v.b[2 * w] = static_cast<std::uint8_t>(x & 0xFF);
+    v.b[2 * w + 1] = static_cast<std::uint8_t>(x >> 8);
+  }
+  return v;
+}
+SPITE_AVX512_VBMI inline __m512i load(const vector_bytes& v) { return _mm512_load_si512(v.b); }
 
 // IQ1_S's delta term of a super-block, an integer: the activations' block sums times `delta`
 // (int16 pairs, sub-block j's delta sign times its scale at 2j, 2j + 1), summed (exact: any order).

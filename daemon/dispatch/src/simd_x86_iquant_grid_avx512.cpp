@@ -25,8 +25,6 @@
 #include <span>
 #include <type_traits>
 
-#define SPITE_AVX512_VBMI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
-
 namespace spite::dispatch::cpu::x86 {
 namespace {
 
@@ -73,29 +71,6 @@ const auto& iq2s_codes() { return codes_of<iq::iq2s_grid, iq2_values, 2>(); }
 const auto& iq3xxs_codes() { return codes_of<iq::iq3xxs_grid, iq3xxs_values, 3>(); }
 const auto& iq3s_codes() { return codes_of<iq::iq3s_grid, iq3s_values, 3>(); }
 
-// A vector's bytes, made at compile time and loaded (built in the kernels, GCC stores them one
-// by one on every call).
-struct alignas(64) vector_bytes {
-  std::uint8_t b[64];
-};
-template <class F>
-constexpr vector_bytes bytes_of(F f) {
-  vector_bytes v{};
-  for (int i = 0; i < 64; ++i) v.b[i] = static_cast<std::uint8_t>(f(i));
-  return v;
-}
-// Word w: f(w).
-template <class F>
-constexpr vector_bytes words_of(F f) {
-  vector_bytes v{};
-  for (int w = 0; w < 32; ++w) {
-    const auto x = static_cast<std::uint16_t>(f(w));
-    v.b[2 * w] = static_cast<std::uint8_t>(x & 0xFF);
-    v.b[2 * w + 1] = static_cast<std::uint8_t>(x >> 8);
-  }
-  return v;
-}
-SPITE_AVX512_VBMI inline __m512i load(const vector_bytes& v) { return _mm512_load_si512(v.b); }
 
 // Byte i: the value of field i (VPERMB reads an index's low 6 bits; the bits above a field are
 // other fields, so the table repeats; of three values, the fourth code never occurs).
