@@ -407,16 +407,17 @@ struct iq1_s_decoder {
   SPITE_AVX512_VBMI __m512i scales(const super& s, int p) const { return _mm512_permutexvar_epi16(scale.pick[p], s.scales); }
 };
 
-// IQ1_M: IQ1_S's grid (a scalar load per row) without signs of its own, per-16 scales of 3 bits,
-// and per 8 elements a delta sign (bit 3 of the row's qh nibble) whose term, the activations
-// times +-1 times the scale, has 8 lanes and a float chain of its own (dot_iq1_m of
-// iquant_dots.hpp); the super-block's fp16 scale is the top nibbles of the four scale words.
 // IQ1_M's delta words of chunk pair q (chunks 2q + c, c = 0, 1; iq1_m_decoder::delta_words):
 // word 2j + c belongs to lane j of chunk 2q + c, elements 4j..4j + 3: row 8(2q + c) + j / 2, whose
 // nibble is qh byte 4(2q + c) + j / 4 (the low or the high one), and half 4(2q + c) + j / 4.
 constexpr int iq1_m_half_of_word(int q, int w) { return 4 * (2 * q + w % 2) + w / 8; }
 constexpr vector_bytes iq1_m_scale_pick(int q) { return words_of([q](int w) { return iq1_m_half_of_word(q, w); }); }
 constexpr vector_bytes iq1_m_qh_pick(int q) { return bytes_of([q](int b) { return iq1_m_half_of_word(q, b / 2); }); }
+
+// IQ1_M: IQ1_S's grid (a scalar load per row) without signs of its own, per-16 scales of 3 bits,
+// and per 8 elements a delta sign (bit 3 of the row's qh nibble) whose term, the activations
+// times +-1 times the scale, has 8 lanes and a float chain of its own (dot_iq1_m of
+// iquant_dots.hpp); the super-block's fp16 scale is the top nibbles of the four scale words.
 struct iq1_m_decoder {
   SPITE_AVX512_VBMI iq1_m_decoder() {}  // the members' initializers with the kernels' instructions
   using block = gguf::block_iq1_m;
