@@ -63,6 +63,13 @@ SPITE_AVX2 inline int iq1_s_delta_sum(__m256i delta, const gguf::block_q8_K& y) 
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
   return _mm_cvtsi128_si32(s);
 }
+// The same for four activation rows at once, their sums in lanes 0..3 (the same integers).
+SPITE_AVX2 inline __m128i iq1_s_delta_sums4(__m256i delta, const __m256i* bsums) {
+  const __m256i h01 = _mm256_hadd_epi32(_mm256_madd_epi16(bsums[0], delta), _mm256_madd_epi16(bsums[1], delta));
+  const __m256i h23 = _mm256_hadd_epi32(_mm256_madd_epi16(bsums[2], delta), _mm256_madd_epi16(bsums[3], delta));
+  const __m256i h = _mm256_hadd_epi32(h01, h23);  // per 128-bit half: the four rows' partial sums
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
 
 }  // namespace spite::dispatch::cpu::x86
 #endif

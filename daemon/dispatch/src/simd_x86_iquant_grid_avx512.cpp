@@ -633,6 +633,15 @@ struct batch_rows {
 template <class D, int R, int K>
 SPITE_AVX512_VBMI void dot_batch(const batch_block<D>* const* r, const batch_rows& x, float* y, std::int64_t y_stride) {
   row_sums<D> sums[R][K];
+  // IQ1_S's delta chains of 4 activation rows as the lanes of one register per weight row: its
+  // integers for the 4 made together (iq1_s_delta_sums4), the same fma per lane. One at a time
+  // they cost a third of the batch's time.
+  constexpr bool delta4 = has_delta<D> && K == 4;
+  [[maybe_unused]] __m128 delta_chains[R];
+  if constexpr (delta4) {
+#pragma GCC unroll 4
+    for (int row = 0; row < R; ++row) delta_chains[row] = _mm_setzero_ps();
+  }
   for (std::int64_t i = 0; i < x.nb; ++i) {
     __m512i lanes[R][K];
 #pragma GCC unroll 16
@@ -656,10 +665,30 @@ SPITE_AVX512_VBMI void dot_batch(const batch_block<D>* const* r, const batch_row
       const float d = r[row][i].d * xb.d;
       row_sums<D>& rs = sums[row][k];
       rs.acc = add_super_block(rs.acc, _mm512_sub_epi32(lanes[row][k], r[row][i].excess), d);
-      if constexpr (has_delta<D>) rs.delta = std::fma(d, static_cast<float>(iq1_s_delta_sum(r[row][i].delta, xb)), rs.delta);
+      if constexpr (has_delta<D> && !delta4) rs.delta = std::fma(d, static_cast<float>(iq1_s_delta_sum(r[row][i].delta, xb)), rs.delta);
       if constexpr (has_delta_lanes<D>) {
         rs.delta_lanes = add_super_block(rs.delta_lanes, delta_lanes_of(r[row][i].delta_lanes.words, x.fours[k * x.nb + i]), d);
       }
+    }
+    if constexpr (delta4) {
+      __m256i bsums[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) bsums[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.xq[k * x.nb + i].bsums));
+      const __m128 dx = _mm_setr_ps(x.xq[i].d, x.xq[x.nb + i].d, x.xq[2 * x.nb + i].d, x.xq[3 * x.nb + i].d);
+#pragma GCC unroll 4
+      for (int row = 0; row < R; ++row) {
+        const __m128 d = _mm_mul_ps(_mm_set1_ps(r[row][i].d), dx);  // the reference's d_w * d_x
+        delta_chains[row] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(iq1_s_delta_sums4(r[row][i].delta, bsums)), delta_chains[row]);
+      }
+    }
+  }
+  if constexpr (delta4) {
+#pragma GCC unroll 4
+    for (int row = 0; row < R; ++row) {
+      alignas(16) float chains[4];
+      _mm_store_ps(chains, delta_chains[row]);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) sums[row][k].delta = chains[k];
     }
   }
 #pragma GCC unroll 16
