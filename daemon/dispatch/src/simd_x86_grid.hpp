@@ -54,6 +54,12 @@ constexpr vector_bytes words_of(F f) {
 }
 SPITE_AVX512_VBMI inline __m512i load(const vector_bytes& v) { return _mm512_load_si512(v.b); }
 
+// The ternary types' -1 offsets: the activations' sum over each sub-block (32 elements), lane j
+// sub-block j's, as their lanes subtract it.
+SPITE_AVX2 inline __m256i ternary_sub_block_sums(const gguf::block_q8_K& y) {
+  return _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), _mm256_set1_epi16(1));
+}
+
 // IQ1_S's delta term of a super-block, an integer: the activations' block sums times `delta`
 // (int16 pairs, sub-block j's delta sign times its scale at 2j, 2j + 1), summed (exact: any order).
 SPITE_AVX2 inline int iq1_s_delta_sum(__m256i delta, const gguf::block_q8_K& y) {

@@ -277,8 +277,7 @@ SPITE_AVX2 float dot_ternary(const typename D::block* x, const gguf::block_q8_K*
     for (int c = 0; c < 8; ++c) {
       lanes = _mm256_add_epi32(lanes, dot_lanes(t[c], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * c))));
     }
-    const __m256i sums = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)), _mm256_set1_epi16(1));
-    lanes = _mm256_sub_epi32(lanes, sums);
+    lanes = _mm256_sub_epi32(lanes, ternary_sub_block_sums(y[i]));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * _cvtsh_ss(x[i].d)), _mm256_cvtepi32_ps(lanes), acc);
   }
   return reduce8_vec(acc);
@@ -512,7 +511,7 @@ struct ternary_rows {
   SPITE_AVX2 static __m256i lanes(const decoded& r, int c, __m256i x) { return dot_lanes(r.digits[c], x); }
   // Digits 0..2 are the ternary values plus one: the activation sums come off.
   SPITE_AVX2 static __m256i adjust(const gguf::block_q8_K& x, __m256i lanes) {
-    return _mm256_sub_epi32(lanes, _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)), _mm256_set1_epi16(1)));
+    return _mm256_sub_epi32(lanes, ternary_sub_block_sums(x));
   }
   template <int K>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,

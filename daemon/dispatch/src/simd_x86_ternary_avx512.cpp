@@ -92,11 +92,6 @@ struct tq2_0_decoder {
   }
 };
 
-// The activations' sub-block sums, lane j: sub-block j's (the reference's -1 offsets).
-SPITE_AVX512_VBMI inline __m256i sub_block_sums(const gguf::block_q8_K& y) {
-  return _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), _mm256_set1_epi16(1));
-}
-
 // A super-block's 16 lanes folded to the reference's 8, less the activations' sub-block sums;
 // its fma with d = d_x * d_w.
 SPITE_AVX512_VBMI inline __m256 add_super_block(__m256 acc, __m512i lanes, __m256i sums, float d) {
@@ -114,7 +109,7 @@ SPITE_AVX512_VBMI float dot_ternary(const D& dec, const typename D::block* x, co
     __m512i lanes = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) lanes = _mm512_dpbusd_epi32(lanes, t[q], _mm512_loadu_si512(y[i].qs + 64 * q));
-    acc = add_super_block(acc, lanes, sub_block_sums(y[i]), y[i].d * _cvtsh_ss(x[i].d));
+    acc = add_super_block(acc, lanes, ternary_sub_block_sums(y[i]), y[i].d * _cvtsh_ss(x[i].d));
   }
   return reduce8_vec(acc);
 }
@@ -150,7 +145,7 @@ SPITE_AVX512_VBMI void dot_batch(const decoded_block* const* r, const gguf::bloc
     }
     __m256i sums[K];  // shared by the R rows
 #pragma GCC unroll 4
-    for (int k = 0; k < K; ++k) sums[k] = sub_block_sums(xq[k * nb + i]);
+    for (int k = 0; k < K; ++k) sums[k] = ternary_sub_block_sums(xq[k * nb + i]);
 #pragma GCC unroll 16
     for (int j = 0; j < R * K; ++j) {
       const int row = j / K, k = j % K;
