@@ -90,6 +90,19 @@ void print_report(const json& r) {
       std::printf(" (%.1f-%.1f%% by repetition)", 100.0 * runs.value("min", 0.0), 100.0 * runs.value("max", 0.0));
     }
     std::printf("\n");
+    // The step's weights read plainly, op by op, right after each repetition: the kernels'
+    // pace against a plain loop's over the same bytes at the same minute.
+    if (const json read = r.value("token_read_gb_per_s", json::object()); read.value("median", 0.0) > 0) {
+      const json runs = r.value("decode_of_token_read_runs", json::object());
+      std::printf("read       : the step's weights read plainly op by op (%s in %zu reads) at %.1f GB/s; decode at %.1f%% of "
+                  "that pace",
+                  human_bytes(r.value("token_read_bytes", 0ULL)).c_str(), r.value("token_read_ops", std::size_t{0}),
+                  read.value("median", 0.0), 100.0 * r.value("decode_of_token_read", 0.0));
+      if (runs.value("max", 0.0) > runs.value("min", 0.0)) {
+        std::printf(" (%.1f-%.1f%% by repetition)", 100.0 * runs.value("min", 0.0), 100.0 * runs.value("max", 0.0));
+      }
+      std::printf("\n");
+    }
     // One sequence alone, timed in the same repetitions: what the parallel total is a multiple of.
     if (const int parallel = r.value("parallel", 1); parallel > 1 && r.contains("single_sequence_tokens_per_s")) {
       const json runs = r.value("parallel_scaling_runs", json::object());

@@ -307,6 +307,18 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
         Approx(tg.at("min").get<double>() * bytes / (bandwidths.at("max").get<double>() * 1e9)));
   CHECK(l.value("prefill_peak_fraction", 0.0) > 0);
   CHECK(l.value("bytes_per_token", 0ULL) > 0);
+  // The step's matmuls' weights, read plainly op by op after each repetition: every matrix a
+  // token reads (all of a token's bytes but the norms' vectors), one read per matmul (5 layers
+  // of 7 matrices and the output), and the decode's pace against that read's.
+  const auto read_bytes = static_cast<double>(l.value("token_read_bytes", 0ULL));
+  CHECK(read_bytes <= static_cast<double>(l.value("bytes_per_token", 0ULL)));
+  CHECK(read_bytes >= 0.99 * static_cast<double>(l.value("bytes_per_token", 0ULL)));
+  CHECK(l.value("token_read_ops", 0) == 36);
+  const json reads = l.at("token_read_gb_per_s"), paces = l.at("decode_of_token_read_runs");
+  CHECK(reads.value("min", 0.0) > 0);
+  CHECK(paces.value("min", 0.0) > 0);
+  CHECK(paces.value("min", 0.0) <= l.value("decode_of_token_read", -1.0));
+  CHECK(l.value("decode_of_token_read", 0.0) <= paces.value("max", -1.0));
   // An F32 model's products are all float: its compute roofline is the f32 FMA peak alone.
   CHECK(l.value("flops_8bit_per_token", -1.0) == 0);
   CHECK(l.value("prefill_roofline_fraction", 0.0) == Approx(l.value("prefill_peak_fraction", 0.0)));

@@ -48,21 +48,6 @@ std::vector<std::byte> random_weights(gguf::tensor_type type, std::int64_t in, s
   return data;
 }
 
-// Reads [p, p + bytes) through the pool as a product streams its weights (each thread a
-// contiguous share, in chunks of 16 KiB), adding the words up; the 32-byte aligned part only.
-void read_through(thread_pool& pool, const std::byte* p, std::size_t bytes, std::atomic<std::uint64_t>& sink) {
-  constexpr std::size_t align = 32, chunk_words = (16u << 10) / sizeof(std::uint64_t);
-  const auto at = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t begin = (at + align - 1) & ~std::uintptr_t{align - 1}, end = (at + bytes) & ~std::uintptr_t{align - 1};
-  if (end <= begin) return;
-  const auto* words = reinterpret_cast<const std::uint64_t*>(begin);
-  const std::size_t n = (end - begin) / sizeof(std::uint64_t);
-  pool.parallel_for(static_cast<std::int64_t>((n + chunk_words - 1) / chunk_words), [&](std::int64_t b, std::int64_t e, int) {
-    const std::size_t from = static_cast<std::size_t>(b) * chunk_words, to = std::min(n, static_cast<std::size_t>(e) * chunk_words);
-    sink.fetch_add(detail::sum_words(words + from, to - from), std::memory_order_relaxed);
-  });
-}
-
 }  // namespace
 
 result<matmul_report> run_matmul_bench(const matmul_options& o) {
@@ -141,9 +126,9 @@ result<matmul_report> run_matmul_bench(const matmul_options& o) {
     const auto& other = ws[(static_cast<std::size_t>(i) + ws.size() / 2) % ws.size()];
     t0 = std::chrono::steady_clock::now();
     if (other.packed != nullptr) {
-      read_through(pool, other.packed, other.packed_size, sink);
+      detail::read_through(pool, other.packed, other.packed_size, sink);
     } else {
-      read_through(pool, other.data, static_cast<std::size_t>(weight_bytes), sink);
+      detail::read_through(pool, other.data, static_cast<std::size_t>(weight_bytes), sink);
     }
     plain_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }

@@ -1,12 +1,16 @@
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 
+#include "probe_loops.hpp"
 #include "spite/bench/bench.hpp"
 #include "spite/dispatch/tensor.hpp"
 #include "spite/gguf/types.hpp"
@@ -62,6 +66,72 @@ std::string dominant_type(const gguf::file& file) {
   return best;
 }
 
+// The weight ranges a decode step's matmuls read, in their order: recorded while switched on,
+// through the op table the bench's context runs (its matmul and matmul_parts wrapped).
+class read_recorder {
+ public:
+  struct range {
+    const std::byte* begin;
+    std::size_t bytes;
+  };
+  explicit read_recorder(std::shared_ptr<const dispatch::op_table> base)
+      : base_(base ? std::move(base)
+                   : std::shared_ptr<const dispatch::op_table>(std::shared_ptr<void>(), &dispatch::cpu_reference_ops())) {}
+  // The table to run: the base's ops, the matmuls noted first while recording.
+  std::shared_ptr<const dispatch::op_table> ops() {
+    auto t = std::make_shared<dispatch::op_table>(*base_);
+    t->matmul = [this](const dispatch::weight& w, const float* x, std::int64_t n, float* y, thread_pool& pool) {
+      const dispatch::weight* one = &w;
+      if (on_.load(std::memory_order_relaxed)) add({&one, 1});
+      base_->matmul(w, x, n, y, pool);
+    };
+    if (base_->matmul_parts) {
+      t->matmul_parts = [this](std::span<const dispatch::weight* const> parts, const float* x, std::int64_t n, float* const* ys,
+                               thread_pool& pool) {
+        if (on_.load(std::memory_order_relaxed)) add(parts);
+        base_->matmul_parts(parts, x, n, ys, pool);
+      };
+    }
+    return t;
+  }
+  void record(bool on) noexcept { on_.store(on, std::memory_order_relaxed); }
+  std::vector<range> ranges() const {
+    std::lock_guard lock(mu_);
+    return ranges_;
+  }
+
+ private:
+  // One call's matrices: where a packed matrix continues the one before it in the same call
+  // (packed together, which the kernels multiply as one matrix), the ranges are one.
+  void add(std::span<const dispatch::weight* const> parts) {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const dispatch::weight& w = *parts[i];
+      const range r = w.packed != nullptr ? range{w.packed, w.packed_size}
+                                          : range{w.data, static_cast<std::size_t>(w.out) * w.row_bytes};
+      if (i > 0 && w.packed != nullptr && parts[i - 1]->packed != nullptr && ranges_.back().begin + ranges_.back().bytes == r.begin) {
+        ranges_.back().bytes += r.bytes;
+      } else {
+        ranges_.push_back(r);
+      }
+    }
+  }
+  std::shared_ptr<const dispatch::op_table> base_;
+  std::atomic<bool> on_{false};
+  mutable std::mutex mu_;
+  std::vector<range> ranges_;
+};
+
+// Seconds per step of `steps` plain reads of the ranges, op by op, through the pool.
+double time_token_reads(const std::vector<read_recorder::range>& ranges, std::int32_t steps, thread_pool& pool) {
+  std::atomic<std::uint64_t> sink{0};
+  const auto t0 = clock_type::now();
+  for (std::int32_t s = 0; s < steps; ++s) {
+    for (const read_recorder::range& r : ranges) detail::read_through(pool, r.begin, r.bytes, sink);
+  }
+  return seconds_since(t0) / std::max(1, steps);
+}
+
 }  // namespace
 
 spread spread::of(std::vector<double> v) {
@@ -115,15 +185,19 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
     return make_error(errc::invalid_argument, "bench: " + std::to_string(n_ctx) + " positions exceed the model's context of " +
                                                   std::to_string(hp.n_ctx_train));
   }
-  auto ctx = executor::context::create(m, {.n_ctx = n_ctx, .n_threads = o.threads, .n_seq_max = o.parallel, .ops = o.ops,
+  read_recorder recorder(o.ops);
+  auto ctx = executor::context::create(m, {.n_ctx = n_ctx, .n_threads = o.threads, .n_seq_max = o.parallel, .ops = recorder.ops(),
                                            .flash_attn = o.flash_attn});
   if (!ctx) return std::move(ctx).err();
   r.threads = (*ctx)->n_threads();
+  // Made only when used: a second pool's threads beside the context's.
+  std::unique_ptr<thread_pool> read_pool;
+  std::vector<read_recorder::range> token_ranges;
   std::mt19937 rng(1234);
   std::uniform_int_distribution<std::int32_t> any_token(0, static_cast<std::int32_t>(hp.n_vocab - 1));
   const auto cancelled = [&] { return o.cancelled && o.cancelled(); };
   const auto stop = [] { return make_error(errc::busy, "bench cancelled"); };
-  std::vector<double> pp, tg, tg_single, scalings, bandwidths, decode_fractions;
+  std::vector<double> pp, tg, tg_single, scalings, bandwidths, decode_fractions, read_gbs, read_fractions;
   executor::batch b;
   // Decode tokens/s in total of `n_seq` sequences, each from `depth` tokens of context and one
   // more (untimed), then n_gen steps of one token of each.
@@ -143,7 +217,15 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
     for (std::int32_t step = 1; step <= o.n_gen; ++step) {
       b.clear();
       for (int s = 0; s < n_seq; ++s) b.add(any_token(rng), o.depth + step, s, true);
-      if (auto l = (*ctx)->decode(b); !l) return std::move(l).err();
+      // The first step of the parallel run (or the only one) notes the ranges its matmuls read.
+      const bool note = o.probes && token_ranges.empty() && step == 1 && n_seq == o.parallel;
+      recorder.record(note);
+      auto l = (*ctx)->decode(b);
+      if (note) {
+        recorder.record(false);
+        token_ranges = recorder.ranges();
+      }
+      if (!l) return std::move(l).err();
       if (cancelled()) return stop();
     }
     return static_cast<double>(o.n_gen) * n_seq / seconds_since(t0);
@@ -181,6 +263,18 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
         if (bandwidth > 0) {
           decode_fractions.push_back(tg.back() / o.parallel * static_cast<double>(r.bytes_per_token) / (bandwidth * 1e9));
         }
+        if (!token_ranges.empty()) {
+          if (!read_pool) read_pool = std::make_unique<thread_pool>(r.threads);
+          const double read_s = time_token_reads(token_ranges, o.n_gen, *read_pool);
+          std::uint64_t bytes = 0;
+          for (const read_recorder::range& range : token_ranges) bytes += range.bytes;
+          r.token_read_bytes = bytes;
+          r.token_read_ops = token_ranges.size();
+          if (read_s > 0) {
+            read_gbs.push_back(static_cast<double>(bytes) / read_s / 1e9);
+            read_fractions.push_back(read_s * tg.back() / o.parallel);  // read time over decode time per step
+          }
+        }
       }
     }
   }
@@ -199,6 +293,11 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
     if (!decode_fractions.empty()) {
       r.decode_roofline_runs = spread::of(decode_fractions);
       r.decode_roofline = r.decode_roofline_runs.median;
+    }
+    if (!read_fractions.empty()) {
+      r.token_read_gbs = spread::of(read_gbs);
+      r.decode_of_token_read_runs = spread::of(read_fractions);
+      r.decode_of_token_read = r.decode_of_token_read_runs.median;
     }
     r.peak_gflops = measure_peak_gflops(r.threads);
     r.peak_int8_gops = measure_peak_int8_gops(r.threads);
@@ -246,6 +345,11 @@ nlohmann::json bench_report::to_json() const {
           {"prefill_roofline_fraction", prefill_of_roofline},
           {"bandwidth_gb_per_s_runs", bandwidth_runs.to_json()},
           {"decode_roofline_fraction_runs", decode_roofline_runs.to_json()},
+          {"token_read_bytes", token_read_bytes},
+          {"token_read_ops", token_read_ops},
+          {"token_read_gb_per_s", token_read_gbs.to_json()},
+          {"decode_of_token_read", decode_of_token_read},
+          {"decode_of_token_read_runs", decode_of_token_read_runs.to_json()},
           {"single_sequence_tokens_per_s", tg_single_tps.to_json()},
           {"parallel_scaling", parallel_scaling_runs.median},
           {"parallel_scaling_runs", parallel_scaling_runs.to_json()}};

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -21,6 +22,11 @@ double dot8_avx2(std::int64_t iters);
 std::uint64_t sum_avx2(const std::uint64_t* p, std::size_t n);
 // The same with AVX2 where the processor has it, else plain 64-bit adds.
 std::uint64_t sum_words(const std::uint64_t* p, std::size_t n);
+
+// Reads [p, p + bytes) through the pool as a product streams its weights (each thread a
+// contiguous share, in chunks of 16 KiB), adding the words into sink; the 32-byte aligned part
+// only.
+void read_through(thread_pool& pool, const std::byte* p, std::size_t bytes, std::atomic<std::uint64_t>& sink);
 
 // A buffer of at least `bytes`, aligned to and advised into 2 MiB pages where the system allows
 // them, as the weights the kernels stream are; null when the allocation fails.

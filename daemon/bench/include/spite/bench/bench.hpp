@@ -97,6 +97,17 @@ struct bench_report {
   // repetition's roofline fraction (bandwidth_gbs and decode_roofline are their medians), so a
   // host whose bandwidth swings from minute to minute is compared with itself at that minute.
   spread bandwidth_runs, decode_roofline_runs;
+  // With a decode test and probes: the weight ranges one decode step's matmuls read, in their
+  // order (token_read_ops of them, token_read_bytes in all), read plainly op by op through as
+  // many threads right after each repetition, as many steps as were decoded (the probes' read
+  // loop: each thread a contiguous share in 16 KiB chunks, no software prefetch).
+  // decode_of_token_read is that read's time over the decode's, per step, from the medians: at
+  // 1 the kernels cost nothing beyond reading their weights as a plain loop does, op by op, at
+  // that minute; the decode kernels fetch ahead, so they may pass it.
+  std::uint64_t token_read_bytes = 0;
+  std::size_t token_read_ops = 0;
+  spread token_read_gbs, decode_of_token_read_runs;
+  double decode_of_token_read = 0;
   // With parallel > 1: one sequence decoding alone, timed in each repetition beside the
   // parallel run, and each repetition's ratio of the parallel total to it (the median is
   // `parallel_scaling` in JSON). Empty with parallel 1.
