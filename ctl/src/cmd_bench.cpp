@@ -62,6 +62,31 @@ std::string kernels_note(const json& r) {
   return set.empty() ? std::string() : ", CPU kernels " + set;
 }
 
+// --profile: a decode step's ops, the longest first; what the ops' times leave of the step is
+// the forward pass's own work (embedding, residual adds, routing) and the hand-offs.
+void print_profile(const json& p) {
+  const json ops = p.value("ops", json::array());
+  if (ops.empty()) return;
+  const double step_ms = p.value("step_ms", 0.0);
+  std::printf("profile    : a decode step %.3f ms (over %llu steps), by op:\n", step_ms,
+              static_cast<unsigned long long>(p.value("steps", 0ULL)));
+  double ops_ms = 0;
+  for (const json& op : ops) {
+    const double ms = op.value("ms_per_step", 0.0);
+    ops_ms += ms;
+    std::printf("  %-34s %7.1f calls %9.3f ms %6.1f%%", op.value("op", "").c_str(), op.value("calls_per_step", 0.0), ms,
+                100.0 * op.value("share_of_step", 0.0));
+    if (op.contains("gb_per_s")) {
+      std::printf("  %s of weights at %.1f GB/s", human_bytes(static_cast<std::uint64_t>(op.value("weight_bytes_per_step", 0.0))).c_str(),
+                  op.value("gb_per_s", 0.0));
+    }
+    std::printf("\n");
+  }
+  if (step_ms > ops_ms) {
+    std::printf("  %-34s %13s %9.3f ms %6.1f%%\n", "outside the ops", "", step_ms - ops_ms, 100.0 * (step_ms - ops_ms) / step_ms);
+  }
+}
+
 void print_report(const json& r) {
   const auto tps = [](const json& s) {
     char buf[64];
@@ -103,6 +128,7 @@ void print_report(const json& r) {
       }
       std::printf("\n");
     }
+    print_profile(r.value("profile", json::object()));
     // One sequence alone, timed in the same repetitions: what the parallel total is a multiple of.
     if (const int parallel = r.value("parallel", 1); parallel > 1 && r.contains("single_sequence_tokens_per_s")) {
       const json runs = r.value("parallel_scaling_runs", json::object());
@@ -317,6 +343,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .flag("--no-probes", "skip the bandwidth, peak FLOP/s and 8-bit peak probes")
       .flag("--no-flash-attn", "attention without the flash-attention kernel (default: with it here, spited's setting there)")
       .flag("--pin", "pin each compute thread to a CPU of its own (in this process)")
+      .flag("--profile", "with --model: each op's share of a decode step (calls, ms, a matmul's weight GB/s)")
       .flag("--json", "machine-readable output")
       .flag("--help", "show this help");
   auto parsed = a.parse(argv);
@@ -324,7 +351,7 @@ int run_bench(const std::vector<std::string>& argv) {
     if (!parsed) std::fprintf(stderr, "spitectl bench: %s\n", parsed.err().message.c_str());
     else if (!a.has("--help")) std::fprintf(stderr, "spitectl bench: --model, --matmul, --attention or --ceilings is required\n");
     std::fprintf(a.has("--help") ? stdout : stderr,
-                 "usage: spitectl bench --model M [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--parallel B] [--json]\n"
+                 "usage: spitectl bench --model M [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--parallel B] [--profile] [--json]\n"
                  "       spitectl bench --matmul TYPE:IN:OUT [--tokens N] [-t THREADS] [-r REPS] [--no-repack] [--cold] [--json]\n"
                  "       spitectl bench --attention HEADS:KV_HEADS:DIM [-d DEPTH] [--tokens N] [-t THREADS] [-r REPS] [--no-flash-attn] [--cold] [--json]\n"
                  "       spitectl bench --ceilings [--json]\n%s",
@@ -341,6 +368,7 @@ int run_bench(const std::vector<std::string>& argv) {
   o.depth = parse_int(a, "-d", 0, 0, 1 << 20, ok);
   o.parallel = parse_int(a, "--parallel", 1, 1, 1024, ok);
   o.flash_attn = !a.has("--no-flash-attn");
+  o.profile = a.has("--profile");
   parse_run_options(a, 3, ok, o);
   if (!ok) return exit_usage;
   const std::string model = *a.get("--model");
@@ -358,6 +386,7 @@ int run_bench(const std::vector<std::string>& argv) {
     json request = {{"cmd", "bench"}, {"model", model}, {"n_prompt", o.n_prompt}, {"n_gen", o.n_gen}, {"depth", o.depth},
                     {"threads", o.threads}, {"reps", o.reps}, {"parallel", o.parallel}, {"probes", o.probes}};
     if (!o.flash_attn) request["flash_attn"] = false;  // else the daemon's own setting
+    if (o.profile) request["profile"] = true;
     auto r = (*c)->call(request);
     if (!r) {
       std::fprintf(stderr, "spitectl bench: %s\n", r.err().message.c_str());

@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
 
 #include "daemon_support.hpp"
@@ -277,9 +279,33 @@ TEST_CASE("a request still running when shutdown_timeout_s ends is cancelled wit
   CHECK(exit_code == 0);
 }
 
-TEST_CASE("spitectl bench measures a model in-process and in spited, with the machine's roofline") {
+// --profile's ops of a decode step (bench_report::profile) for stories260K (5 layers of 64
+// wide, q / k / v of 64 + 32 + 32 rows and gate / up of 172 + 172 each run as one product, F32):
+// each op's calls per step, and the weight bytes of a matmul.
+void check_stories_profile(const json& profile, std::int64_t steps) {
+  INFO(profile.dump());
+  CHECK(profile.value("steps", 0) == steps);
+  double ops_ms = 0;
+  std::map<std::string, json> by_op;
+  for (const json& op : profile.at("ops")) {
+    ops_ms += op.value("ms_per_step", 0.0);
+    by_op[op.value("op", "")] = op;
+  }
+  CHECK(by_op.at("matmul F32 64x128").value("calls_per_step", 0.0) == 5.0);
+  CHECK(by_op.at("matmul F32 64x344").value("weight_bytes_per_step", 0.0) == 5.0 * 344 * 64 * 4);
+  CHECK(by_op.at("matmul F32 172x64").value("calls_per_step", 0.0) == 5.0);
+  CHECK(by_op.at("matmul F32 64x512").value("calls_per_step", 0.0) == 1.0);  // the output (tied to the embedding)
+  CHECK(by_op.at("attention").value("calls_per_step", 0.0) == 5.0);
+  CHECK(by_op.at("rms_norm").value("calls_per_step", 0.0) == 11.0);
+  CHECK(by_op.at("matmul F32 64x64").value("gb_per_s", 0.0) > 0);
+  // One thread runs the ops one after the other: their times fit in the step's.
+  CHECK(ops_ms > 0);
+  CHECK(ops_ms <= profile.value("step_ms", 0.0));
+}
+
+TEST_CASE("spitectl bench measures a model in-process and in spited, with the machine's roofline and a profile of the decode step") {
   const auto local = run_process({SPITECTL_PATH, "bench", "--model", shared_path("models/stories260K.gguf").string(), "-p",
-                                  "32", "-n", "16", "-r", "2", "-t", "1", "--json"});
+                                  "32", "-n", "16", "-r", "2", "-t", "1", "--profile", "--json"});
   INFO(local.err);
   REQUIRE(local.exit_code == 0);
   const json l = json::parse(local.out);
@@ -319,6 +345,7 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   CHECK(paces.value("min", 0.0) > 0);
   CHECK(paces.value("min", 0.0) <= l.value("decode_of_token_read", -1.0));
   CHECK(l.value("decode_of_token_read", 0.0) <= paces.value("max", -1.0));
+  check_stories_profile(l.at("profile"), 2 * 16);
   // An F32 model's products are all float: its compute roofline is the f32 FMA peak alone.
   CHECK(l.value("flops_8bit_per_token", -1.0) == 0);
   CHECK(l.value("prefill_roofline_fraction", 0.0) == Approx(l.value("prefill_peak_fraction", 0.0)));
@@ -338,13 +365,16 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   daemon_under_test t([](const fs::path& d) { return config_text(d); });
   const fs::path& socket = t.socket;
   const auto remote = run_process({SPITECTL_PATH, "bench", "--model", "stories", "--socket", socket.string(), "-p", "32",
-                                   "-n", "16", "-d", "40", "-r", "2", "--parallel", "3", "--no-probes", "--json"});
+                                   "-n", "16", "-d", "40", "-r", "2", "--parallel", "3", "--no-probes", "--profile", "--json"});
   INFO(remote.err);
   REQUIRE(remote.exit_code == 0);
   const json r = json::parse(remote.out);
   CHECK(r.value("model", "") == "stories");
   CHECK(r.value("parallel", 0) == 3);
   CHECK(r.value("depth", 0) == 40);  // decode measured after 40 tokens of context per sequence
+  // The parallel run's steps are profiled (three tokens each), not those of the sequence alone.
+  CHECK(r.at("profile").value("steps", 0) == 2 * 16);
+  CHECK(!r.at("profile").at("ops").empty());
   CHECK(r["tg_tokens_per_s"].value("median", 0.0) > 0);
   CHECK(r.value("load_s", -1.0) >= 0);
   // One sequence alone is timed in each repetition beside the three: each repetition's ratio

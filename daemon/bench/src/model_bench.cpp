@@ -1,16 +1,14 @@
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <numeric>
 #include <random>
-#include <span>
 #include <string>
 
 #include "probe_loops.hpp"
+#include "step_recorder.hpp"
 #include "spite/bench/bench.hpp"
 #include "spite/dispatch/tensor.hpp"
 #include "spite/gguf/types.hpp"
@@ -66,68 +64,12 @@ std::string dominant_type(const gguf::file& file) {
   return best;
 }
 
-// The weight ranges a decode step's matmuls read, in their order: recorded while switched on,
-// through the op table the bench's context runs (its matmul and matmul_parts wrapped).
-class read_recorder {
- public:
-  struct range {
-    const std::byte* begin;
-    std::size_t bytes;
-  };
-  explicit read_recorder(std::shared_ptr<const dispatch::op_table> base)
-      : base_(base ? std::move(base)
-                   : std::shared_ptr<const dispatch::op_table>(std::shared_ptr<void>(), &dispatch::cpu_reference_ops())) {}
-  // The table to run: the base's ops, the matmuls noted first while recording.
-  std::shared_ptr<const dispatch::op_table> ops() {
-    auto t = std::make_shared<dispatch::op_table>(*base_);
-    t->matmul = [this](const dispatch::weight& w, const float* x, std::int64_t n, float* y, thread_pool& pool) {
-      const dispatch::weight* one = &w;
-      if (on_.load(std::memory_order_relaxed)) add({&one, 1});
-      base_->matmul(w, x, n, y, pool);
-    };
-    if (base_->matmul_parts) {
-      t->matmul_parts = [this](std::span<const dispatch::weight* const> parts, const float* x, std::int64_t n, float* const* ys,
-                               thread_pool& pool) {
-        if (on_.load(std::memory_order_relaxed)) add(parts);
-        base_->matmul_parts(parts, x, n, ys, pool);
-      };
-    }
-    return t;
-  }
-  void record(bool on) noexcept { on_.store(on, std::memory_order_relaxed); }
-  std::vector<range> ranges() const {
-    std::lock_guard lock(mu_);
-    return ranges_;
-  }
-
- private:
-  // One call's matrices: where a packed matrix continues the one before it in the same call
-  // (packed together, which the kernels multiply as one matrix), the ranges are one.
-  void add(std::span<const dispatch::weight* const> parts) {
-    std::lock_guard lock(mu_);
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      const dispatch::weight& w = *parts[i];
-      const range r = w.packed != nullptr ? range{w.packed, w.packed_size}
-                                          : range{w.data, static_cast<std::size_t>(w.out) * w.row_bytes};
-      if (i > 0 && w.packed != nullptr && parts[i - 1]->packed != nullptr && ranges_.back().begin + ranges_.back().bytes == r.begin) {
-        ranges_.back().bytes += r.bytes;
-      } else {
-        ranges_.push_back(r);
-      }
-    }
-  }
-  std::shared_ptr<const dispatch::op_table> base_;
-  std::atomic<bool> on_{false};
-  mutable std::mutex mu_;
-  std::vector<range> ranges_;
-};
-
 // Seconds per step of `steps` plain reads of the ranges, op by op, through the pool.
-double time_token_reads(const std::vector<read_recorder::range>& ranges, std::int32_t steps, thread_pool& pool) {
+double time_token_reads(const std::vector<detail::step_recorder::range>& ranges, std::int32_t steps, thread_pool& pool) {
   std::atomic<std::uint64_t> sink{0};
   const auto t0 = clock_type::now();
   for (std::int32_t s = 0; s < steps; ++s) {
-    for (const read_recorder::range& r : ranges) detail::read_through(pool, r.begin, r.bytes, sink);
+    for (const detail::step_recorder::range& r : ranges) detail::read_through(pool, r.begin, r.bytes, sink);
   }
   return seconds_since(t0) / std::max(1, steps);
 }
@@ -185,14 +127,15 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
     return make_error(errc::invalid_argument, "bench: " + std::to_string(n_ctx) + " positions exceed the model's context of " +
                                                   std::to_string(hp.n_ctx_train));
   }
-  read_recorder recorder(o.ops);
+  detail::step_recorder recorder(o.ops);
   auto ctx = executor::context::create(m, {.n_ctx = n_ctx, .n_threads = o.threads, .n_seq_max = o.parallel, .ops = recorder.ops(),
                                            .flash_attn = o.flash_attn});
   if (!ctx) return std::move(ctx).err();
   r.threads = (*ctx)->n_threads();
   // Made only when used: a second pool's threads beside the context's.
   std::unique_ptr<thread_pool> read_pool;
-  std::vector<read_recorder::range> token_ranges;
+  std::vector<detail::step_recorder::range> token_ranges;
+  double profiled_s = 0;  // wall time of the steps whose ops were timed (--profile)
   std::mt19937 rng(1234);
   std::uniform_int_distribution<std::int32_t> any_token(0, static_cast<std::int32_t>(hp.n_vocab - 1));
   const auto cancelled = [&] { return o.cancelled && o.cancelled(); };
@@ -213,22 +156,30 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
         if (cancelled()) return stop();
       }
     }
+    const bool profiled = o.profile && n_seq == o.parallel;
+    recorder.time_ops(profiled);
     const auto t0 = clock_type::now();
     for (std::int32_t step = 1; step <= o.n_gen; ++step) {
       b.clear();
       for (int s = 0; s < n_seq; ++s) b.add(any_token(rng), o.depth + step, s, true);
       // The first step of the parallel run (or the only one) notes the ranges its matmuls read.
       const bool note = o.probes && token_ranges.empty() && step == 1 && n_seq == o.parallel;
-      recorder.record(note);
+      recorder.note_ranges(note);
       auto l = (*ctx)->decode(b);
       if (note) {
-        recorder.record(false);
+        recorder.note_ranges(false);
         token_ranges = recorder.ranges();
       }
       if (!l) return std::move(l).err();
       if (cancelled()) return stop();
     }
-    return static_cast<double>(o.n_gen) * n_seq / seconds_since(t0);
+    const double s = seconds_since(t0);
+    recorder.time_ops(false);
+    if (profiled) {
+      profiled_s += s;
+      r.profile_steps += static_cast<std::uint64_t>(o.n_gen);
+    }
+    return static_cast<double>(o.n_gen) * n_seq / s;
   };
   for (int rep = 0; rep < o.reps; ++rep) {
     if (o.n_prompt > 0) {
@@ -267,7 +218,7 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
           if (!read_pool) read_pool = std::make_unique<thread_pool>(r.threads);
           const double read_s = time_token_reads(token_ranges, o.n_gen, *read_pool);
           std::uint64_t bytes = 0;
-          for (const read_recorder::range& range : token_ranges) bytes += range.bytes;
+          for (const detail::step_recorder::range& range : token_ranges) bytes += range.bytes;
           r.token_read_bytes = bytes;
           r.token_read_ops = token_ranges.size();
           if (read_s > 0) {
@@ -283,6 +234,10 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   r.tg_single_tps = spread::of(tg_single);
   r.parallel_scaling_runs = spread::of(scalings);
   r.rss_bytes = resident_bytes();
+  if (r.profile_steps > 0) {
+    r.profile = recorder.profile();
+    r.profile_step_s = profiled_s / static_cast<double>(r.profile_steps);
+  }
   if (o.probes) {
     if (bandwidths.empty()) {
       r.bandwidth_gbs = measure_bandwidth(r.threads);
@@ -315,6 +270,26 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
 
 nlohmann::json spread::to_json() const {
   return {{"median", median}, {"min", min}, {"max", max}, {"mean", mean}, {"stddev", stddev}};
+}
+
+// Per decode step: each op's calls, time and share of the step, and a matmul's weight bytes and
+// their GB/s. Empty without --profile.
+nlohmann::json bench_report::profile_json() const {
+  if (profile_steps == 0 || profile.empty()) return nlohmann::json::object();
+  const auto steps = static_cast<double>(profile_steps);
+  nlohmann::json ops = nlohmann::json::array();
+  for (const op_profile& p : profile) {
+    nlohmann::json op = {{"op", p.op},
+                         {"calls_per_step", static_cast<double>(p.calls) / steps},
+                         {"ms_per_step", p.seconds / steps * 1e3},
+                         {"share_of_step", profile_step_s > 0 ? p.seconds / steps / profile_step_s : 0.0}};
+    if (p.bytes > 0) {
+      op["weight_bytes_per_step"] = static_cast<double>(p.bytes) / steps;
+      op["gb_per_s"] = p.seconds > 0 ? static_cast<double>(p.bytes) / p.seconds / 1e9 : 0.0;
+    }
+    ops.push_back(std::move(op));
+  }
+  return {{"steps", profile_steps}, {"step_ms", profile_step_s * 1e3}, {"ops", std::move(ops)}};
 }
 
 nlohmann::json bench_report::to_json() const {
@@ -350,6 +325,7 @@ nlohmann::json bench_report::to_json() const {
           {"token_read_gb_per_s", token_read_gbs.to_json()},
           {"decode_of_token_read", decode_of_token_read},
           {"decode_of_token_read_runs", decode_of_token_read_runs.to_json()},
+          {"profile", profile_json()},
           {"single_sequence_tokens_per_s", tg_single_tps.to_json()},
           {"parallel_scaling", parallel_scaling_runs.median},
           {"parallel_scaling_runs", parallel_scaling_runs.to_json()}};

@@ -16,6 +16,7 @@ result<nlohmann::json> bench_command(loaded_model& m, const nlohmann::json& requ
     o.parallel = request.value("parallel", o.parallel);
     o.probes = request.value("probes", o.probes);
     o.flash_attn = request.value("flash_attn", m.flash_attn);
+    o.profile = request.value("profile", o.profile);
   } catch (const nlohmann::json::exception& e) {
     return make_error(errc::invalid_argument, std::string("bad field type: ") + e.what());
   }

@@ -65,6 +65,15 @@ struct sequence_ceilings {
 };
 sequence_ceilings measure_sequence_ceilings();
 
+// One op of a decode step as `--profile` times it (bench_report::profile): every call of it
+// over the timed steps.
+struct op_profile {
+  std::string op;           // "matmul Q4_0 2048x2560" (type, input width x rows), "attention", ...
+  std::uint64_t calls = 0;
+  double seconds = 0;       // ops that run side by side (a step's experts) count each thread's time
+  std::uint64_t bytes = 0;  // matmuls: the weight bytes read
+};
+
 struct bench_options {
   std::int32_t n_prompt = 512;  // prefill tokens; 0 skips prefill
   std::int32_t n_gen = 128;     // decoded tokens per sequence; 0 skips decode
@@ -74,6 +83,7 @@ struct bench_options {
   int parallel = 1;             // sequences decoding together
   bool probes = true;           // measure bandwidth and peak FLOP/s and 8-bit ops/s too
   bool flash_attn = true;       // attention through the online-softmax kernel
+  bool profile = false;         // time each op of the decode steps (bench_report::profile)
   std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in kernels
   std::function<bool()> cancelled;                // polled between steps
 };
@@ -108,6 +118,13 @@ struct bench_report {
   std::size_t token_read_ops = 0;
   spread token_read_gbs, decode_of_token_read_runs;
   double decode_of_token_read = 0;
+  // With profile: the decode steps' ops (of the parallel run where there are several
+  // sequences), the longest first, over profile_steps steps of profile_step_s each (wall time,
+  // the steps' other work included).
+  std::vector<op_profile> profile;
+  std::uint64_t profile_steps = 0;
+  double profile_step_s = 0;
+  nlohmann::json profile_json() const;
   // With parallel > 1: one sequence decoding alone, timed in each repetition beside the
   // parallel run, and each repetition's ratio of the parallel total to it (the median is
   // `parallel_scaling` in JSON). Empty with parallel 1.

@@ -1,0 +1,60 @@
+// What a model's decode steps do, noted through the op table the bench's context runs (each op
+// wrapped, the base's work unchanged): the weight ranges a step's matmuls read, in their order
+// (the plain read of the step's weights, bench_report), and, for `--profile`, each op's calls and
+// time. Internal to spite::bench.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "spite/bench/bench.hpp"
+#include "spite/dispatch/ops.hpp"
+
+namespace spite::bench::detail {
+
+class step_recorder {
+ public:
+  struct range {
+    const std::byte* begin;
+    std::size_t bytes;
+  };
+
+  // base: the ops to run (null: the built-in kernels).
+  explicit step_recorder(std::shared_ptr<const dispatch::op_table> base);
+  step_recorder(const step_recorder&) = delete;
+  step_recorder& operator=(const step_recorder&) = delete;
+
+  // The table to give the context: the base's ops, each noted first while switched on. Valid
+  // while the recorder lives.
+  std::shared_ptr<const dispatch::op_table> ops();
+
+  void note_ranges(bool on) noexcept { ranges_on_.store(on, std::memory_order_relaxed); }
+  void time_ops(bool on) noexcept { timing_on_.store(on, std::memory_order_relaxed); }
+
+  std::vector<range> ranges() const;
+  // The ops timed so far, the longest first; their times are summed over the calls (ops that
+  // run side by side, such as a decode step's experts, each count their own thread's time).
+  std::vector<op_profile> profile() const;
+
+ private:
+  template <class... A>
+  void wrap(std::function<void(A...)>& f, const char* name);
+  void add_ranges(std::span<const dispatch::weight* const> parts);
+  void add_time(const std::string& op, double seconds, std::uint64_t bytes);
+
+  std::shared_ptr<const dispatch::op_table> base_;
+  std::atomic<bool> ranges_on_{false}, timing_on_{false};
+  mutable std::mutex mu_;
+  std::vector<range> ranges_;
+  std::map<std::string, op_profile> times_;
+};
+
+}  // namespace spite::bench::detail
