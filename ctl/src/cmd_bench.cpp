@@ -62,28 +62,29 @@ std::string kernels_note(const json& r) {
   return set.empty() ? std::string() : ", CPU kernels " + set;
 }
 
-// --profile: a decode step's ops, the longest first; what the ops' times leave of the step is
-// the forward pass's own work (embedding, residual adds, routing) and the hand-offs.
-void print_profile(const json& p) {
+// --profile: the ops of a pass (a decode step, a prefill), the longest first; what the ops'
+// times leave of the pass is the forward pass's own work (embedding, residual adds, routing)
+// and the hand-offs.
+void print_profile(const json& p, const std::string& pass) {
   const json ops = p.value("ops", json::array());
   if (ops.empty()) return;
-  const double step_ms = p.value("step_ms", 0.0);
-  std::printf("profile    : a decode step %.3f ms (over %llu steps), by op:\n", step_ms,
-              static_cast<unsigned long long>(p.value("steps", 0ULL)));
+  const double pass_ms = p.value("pass_ms", 0.0);
+  std::printf("profile    : %s %.3f ms (over %llu), by op:\n", pass.c_str(), pass_ms,
+              static_cast<unsigned long long>(p.value("passes", 0ULL)));
   double ops_ms = 0;
   for (const json& op : ops) {
-    const double ms = op.value("ms_per_step", 0.0);
+    const double ms = op.value("ms_per_pass", 0.0);
     ops_ms += ms;
-    std::printf("  %-34s %7.1f calls %9.3f ms %6.1f%%", op.value("op", "").c_str(), op.value("calls_per_step", 0.0), ms,
-                100.0 * op.value("share_of_step", 0.0));
+    std::printf("  %-34s %7.1f calls %9.3f ms %6.1f%%", op.value("op", "").c_str(), op.value("calls_per_pass", 0.0), ms,
+                100.0 * op.value("share_of_pass", 0.0));
     if (op.contains("gb_per_s")) {
-      std::printf("  %s of weights at %.1f GB/s", human_bytes(static_cast<std::uint64_t>(op.value("weight_bytes_per_step", 0.0))).c_str(),
+      std::printf("  %s of weights at %.1f GB/s", human_bytes(static_cast<std::uint64_t>(op.value("weight_bytes_per_pass", 0.0))).c_str(),
                   op.value("gb_per_s", 0.0));
     }
     std::printf("\n");
   }
-  if (step_ms > ops_ms) {
-    std::printf("  %-34s %13s %9.3f ms %6.1f%%\n", "outside the ops", "", step_ms - ops_ms, 100.0 * (step_ms - ops_ms) / step_ms);
+  if (pass_ms > ops_ms) {
+    std::printf("  %-34s %13s %9.3f ms %6.1f%%\n", "outside the ops", "", pass_ms - ops_ms, 100.0 * (pass_ms - ops_ms) / pass_ms);
   }
 }
 
@@ -103,6 +104,7 @@ void print_report(const json& r) {
     std::printf("%-12s %18s   %.1f%% of peak FLOP/s, %.1f%% of the compute roofline\n",
                 ("pp" + std::to_string(r.value("n_prompt", 0))).c_str(), tps(r["pp_tokens_per_s"]).c_str(),
                 100.0 * r.value("prefill_peak_fraction", 0.0), 100.0 * r.value("prefill_roofline_fraction", 0.0));
+    print_profile(r.value("prefill_profile", json::object()), "a prefill of " + std::to_string(r.value("n_prompt", 0)) + " tokens");
   }
   if (r.value("n_gen", 0) > 0) {
     std::string name = "tg" + std::to_string(r.value("n_gen", 0));
@@ -128,7 +130,7 @@ void print_report(const json& r) {
       }
       std::printf("\n");
     }
-    print_profile(r.value("profile", json::object()));
+    print_profile(r.value("profile", json::object()), "a decode step");
     // One sequence alone, timed in the same repetitions: what the parallel total is a multiple of.
     if (const int parallel = r.value("parallel", 1); parallel > 1 && r.contains("single_sequence_tokens_per_s")) {
       const json runs = r.value("parallel_scaling_runs", json::object());
@@ -343,7 +345,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .flag("--no-probes", "skip the bandwidth, peak FLOP/s and 8-bit peak probes")
       .flag("--no-flash-attn", "attention without the flash-attention kernel (default: with it here, spited's setting there)")
       .flag("--pin", "pin each compute thread to a CPU of its own (in this process)")
-      .flag("--profile", "with --model: each op's share of a decode step (calls, ms, a matmul's weight GB/s)")
+      .flag("--profile", "with --model: each op's share of a prefill and of a decode step (calls, ms, a matmul's weight GB/s)")
       .flag("--json", "machine-readable output")
       .flag("--help", "show this help");
   auto parsed = a.parse(argv);

@@ -279,31 +279,31 @@ TEST_CASE("a request still running when shutdown_timeout_s ends is cancelled wit
   CHECK(exit_code == 0);
 }
 
-// --profile's ops of a decode step (bench_report::profile) for stories260K (5 layers of 64
-// wide, q / k / v of 64 + 32 + 32 rows and gate / up of 172 + 172 each run as one product, F32):
-// each op's calls per step, and the weight bytes of a matmul.
-void check_stories_profile(const json& profile, std::int64_t steps) {
+// --profile's ops of a pass (a decode step, or a prefill of the prompt in one batch) for
+// stories260K (5 layers of 64 wide, q / k / v of 64 + 32 + 32 rows and gate / up of 172 + 172
+// each run as one product, F32): each op's calls per pass, and the weight bytes of a matmul.
+void check_stories_profile(const json& profile, std::int64_t passes) {
   INFO(profile.dump());
-  CHECK(profile.value("steps", 0) == steps);
+  CHECK(profile.value("passes", 0) == passes);
   double ops_ms = 0;
   std::map<std::string, json> by_op;
   for (const json& op : profile.at("ops")) {
-    ops_ms += op.value("ms_per_step", 0.0);
+    ops_ms += op.value("ms_per_pass", 0.0);
     by_op[op.value("op", "")] = op;
   }
-  CHECK(by_op.at("matmul F32 64x128").value("calls_per_step", 0.0) == 5.0);
-  CHECK(by_op.at("matmul F32 64x344").value("weight_bytes_per_step", 0.0) == 5.0 * 344 * 64 * 4);
-  CHECK(by_op.at("matmul F32 172x64").value("calls_per_step", 0.0) == 5.0);
-  CHECK(by_op.at("matmul F32 64x512").value("calls_per_step", 0.0) == 1.0);  // the output (tied to the embedding)
-  CHECK(by_op.at("attention").value("calls_per_step", 0.0) == 5.0);
-  CHECK(by_op.at("rms_norm").value("calls_per_step", 0.0) == 11.0);
+  CHECK(by_op.at("matmul F32 64x128").value("calls_per_pass", 0.0) == 5.0);
+  CHECK(by_op.at("matmul F32 64x344").value("weight_bytes_per_pass", 0.0) == 5.0 * 344 * 64 * 4);
+  CHECK(by_op.at("matmul F32 172x64").value("calls_per_pass", 0.0) == 5.0);
+  CHECK(by_op.at("matmul F32 64x512").value("calls_per_pass", 0.0) == 1.0);  // the output (tied to the embedding)
+  CHECK(by_op.at("attention").value("calls_per_pass", 0.0) == 5.0);
+  CHECK(by_op.at("rms_norm").value("calls_per_pass", 0.0) == 11.0);
   CHECK(by_op.at("matmul F32 64x64").value("gb_per_s", 0.0) > 0);
   // One thread runs the ops one after the other: their times fit in the step's.
   CHECK(ops_ms > 0);
-  CHECK(ops_ms <= profile.value("step_ms", 0.0));
+  CHECK(ops_ms <= profile.value("pass_ms", 0.0));
 }
 
-TEST_CASE("spitectl bench measures a model in-process and in spited, with the machine's roofline and a profile of the decode step") {
+TEST_CASE("spitectl bench measures a model in-process and in spited, with the machine's roofline and a profile of its passes") {
   const auto local = run_process({SPITECTL_PATH, "bench", "--model", shared_path("models/stories260K.gguf").string(), "-p",
                                   "32", "-n", "16", "-r", "2", "-t", "1", "--profile", "--json"});
   INFO(local.err);
@@ -345,7 +345,8 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   CHECK(paces.value("min", 0.0) > 0);
   CHECK(paces.value("min", 0.0) <= l.value("decode_of_token_read", -1.0));
   CHECK(l.value("decode_of_token_read", 0.0) <= paces.value("max", -1.0));
-  check_stories_profile(l.at("profile"), 2 * 16);
+  check_stories_profile(l.at("profile"), 2 * 16);          // 16 decode steps in each of 2 repetitions
+  check_stories_profile(l.at("prefill_profile"), 2);       // a prefill of 32 tokens in each
   // An F32 model's products are all float: its compute roofline is the f32 FMA peak alone.
   CHECK(l.value("flops_8bit_per_token", -1.0) == 0);
   CHECK(l.value("prefill_roofline_fraction", 0.0) == Approx(l.value("prefill_peak_fraction", 0.0)));
@@ -373,7 +374,7 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   CHECK(r.value("parallel", 0) == 3);
   CHECK(r.value("depth", 0) == 40);  // decode measured after 40 tokens of context per sequence
   // The parallel run's steps are profiled (three tokens each), not those of the sequence alone.
-  CHECK(r.at("profile").value("steps", 0) == 2 * 16);
+  CHECK(r.at("profile").value("passes", 0) == 2 * 16);
   CHECK(!r.at("profile").at("ops").empty());
   CHECK(r["tg_tokens_per_s"].value("median", 0.0) > 0);
   CHECK(r.value("load_s", -1.0) >= 0);

@@ -135,7 +135,7 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   // Made only when used: a second pool's threads beside the context's.
   std::unique_ptr<thread_pool> read_pool;
   std::vector<detail::step_recorder::range> token_ranges;
-  double profiled_s = 0;  // wall time of the steps whose ops were timed (--profile)
+  double decode_profiled_s = 0, prefill_profiled_s = 0;  // wall time of the passes whose ops were timed
   std::mt19937 rng(1234);
   std::uniform_int_distribution<std::int32_t> any_token(0, static_cast<std::int32_t>(hp.n_vocab - 1));
   const auto cancelled = [&] { return o.cancelled && o.cancelled(); };
@@ -157,7 +157,7 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
       }
     }
     const bool profiled = o.profile && n_seq == o.parallel;
-    recorder.time_ops(profiled);
+    recorder.time_ops(profiled ? detail::step_recorder::tally::decode : detail::step_recorder::tally::none);
     const auto t0 = clock_type::now();
     for (std::int32_t step = 1; step <= o.n_gen; ++step) {
       b.clear();
@@ -174,16 +174,17 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
       if (cancelled()) return stop();
     }
     const double s = seconds_since(t0);
-    recorder.time_ops(false);
+    recorder.time_ops(detail::step_recorder::tally::none);
     if (profiled) {
-      profiled_s += s;
-      r.profile_steps += static_cast<std::uint64_t>(o.n_gen);
+      decode_profiled_s += s;
+      r.decode_profile.passes += static_cast<std::uint64_t>(o.n_gen);
     }
     return static_cast<double>(o.n_gen) * n_seq / s;
   };
   for (int rep = 0; rep < o.reps; ++rep) {
     if (o.n_prompt > 0) {
       (*ctx)->memory().clear();
+      if (o.profile) recorder.time_ops(detail::step_recorder::tally::prefill);
       const auto t0 = clock_type::now();
       for (std::int32_t done = 0; done < o.n_prompt;) {
         const std::int32_t n = std::min<std::int32_t>(512, o.n_prompt - done);
@@ -193,7 +194,13 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
         done += n;
         if (cancelled()) return stop();
       }
-      pp.push_back(static_cast<double>(o.n_prompt) / seconds_since(t0));
+      const double s = seconds_since(t0);
+      recorder.time_ops(detail::step_recorder::tally::none);
+      pp.push_back(static_cast<double>(o.n_prompt) / s);
+      if (o.profile) {
+        prefill_profiled_s += s;
+        ++r.prefill_profile.passes;
+      }
     }
     if (o.n_gen > 0) {
       // With several sequences, one sequence alone is timed in the same repetition, first in
@@ -234,10 +241,13 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   r.tg_single_tps = spread::of(tg_single);
   r.parallel_scaling_runs = spread::of(scalings);
   r.rss_bytes = resident_bytes();
-  if (r.profile_steps > 0) {
-    r.profile = recorder.profile();
-    r.profile_step_s = profiled_s / static_cast<double>(r.profile_steps);
-  }
+  const auto finish = [&](phase_profile& p, detail::step_recorder::tally t, double seconds) {
+    if (p.passes == 0) return;
+    p.ops = recorder.profile(t);
+    p.pass_s = seconds / static_cast<double>(p.passes);
+  };
+  finish(r.decode_profile, detail::step_recorder::tally::decode, decode_profiled_s);
+  finish(r.prefill_profile, detail::step_recorder::tally::prefill, prefill_profiled_s);
   if (o.probes) {
     if (bandwidths.empty()) {
       r.bandwidth_gbs = measure_bandwidth(r.threads);
@@ -272,24 +282,22 @@ nlohmann::json spread::to_json() const {
   return {{"median", median}, {"min", min}, {"max", max}, {"mean", mean}, {"stddev", stddev}};
 }
 
-// Per decode step: each op's calls, time and share of the step, and a matmul's weight bytes and
-// their GB/s. Empty without --profile.
-nlohmann::json bench_report::profile_json() const {
-  if (profile_steps == 0 || profile.empty()) return nlohmann::json::object();
-  const auto steps = static_cast<double>(profile_steps);
-  nlohmann::json ops = nlohmann::json::array();
-  for (const op_profile& p : profile) {
+nlohmann::json phase_profile::to_json() const {
+  if (passes == 0 || ops.empty()) return nlohmann::json::object();
+  const auto n = static_cast<double>(passes);
+  nlohmann::json list = nlohmann::json::array();
+  for (const op_profile& p : ops) {
     nlohmann::json op = {{"op", p.op},
-                         {"calls_per_step", static_cast<double>(p.calls) / steps},
-                         {"ms_per_step", p.seconds / steps * 1e3},
-                         {"share_of_step", profile_step_s > 0 ? p.seconds / steps / profile_step_s : 0.0}};
+                         {"calls_per_pass", static_cast<double>(p.calls) / n},
+                         {"ms_per_pass", p.seconds / n * 1e3},
+                         {"share_of_pass", pass_s > 0 ? p.seconds / n / pass_s : 0.0}};
     if (p.bytes > 0) {
-      op["weight_bytes_per_step"] = static_cast<double>(p.bytes) / steps;
+      op["weight_bytes_per_pass"] = static_cast<double>(p.bytes) / n;
       op["gb_per_s"] = p.seconds > 0 ? static_cast<double>(p.bytes) / p.seconds / 1e9 : 0.0;
     }
-    ops.push_back(std::move(op));
+    list.push_back(std::move(op));
   }
-  return {{"steps", profile_steps}, {"step_ms", profile_step_s * 1e3}, {"ops", std::move(ops)}};
+  return {{"passes", passes}, {"pass_ms", pass_s * 1e3}, {"ops", std::move(list)}};
 }
 
 nlohmann::json bench_report::to_json() const {
@@ -325,7 +333,8 @@ nlohmann::json bench_report::to_json() const {
           {"token_read_gb_per_s", token_read_gbs.to_json()},
           {"decode_of_token_read", decode_of_token_read},
           {"decode_of_token_read_runs", decode_of_token_read_runs.to_json()},
-          {"profile", profile_json()},
+          {"profile", decode_profile.to_json()},
+          {"prefill_profile", prefill_profile.to_json()},
           {"single_sequence_tokens_per_s", tg_single_tps.to_json()},
           {"parallel_scaling", parallel_scaling_runs.median},
           {"parallel_scaling_runs", parallel_scaling_runs.to_json()}};

@@ -38,7 +38,7 @@ template <class... A>
 void step_recorder::wrap(std::function<void(A...)>& f, const char* name) {
   if (!f) return;
   f = [this, inner = f, op = std::string(name)](A... a) {
-    if (!timing_on_.load(std::memory_order_relaxed)) return inner(a...);
+    if (!timing()) return inner(a...);
     const auto t0 = clock_type::now();
     inner(a...);
     add_time(op, std::chrono::duration<double>(clock_type::now() - t0).count(), 0);
@@ -50,7 +50,7 @@ std::shared_ptr<const dispatch::op_table> step_recorder::ops() {
   t->matmul = [this](const dispatch::weight& w, const float* x, std::int64_t n, float* y, thread_pool& pool) {
     const dispatch::weight* one = &w;
     if (ranges_on_.load(std::memory_order_relaxed)) add_ranges({&one, 1});
-    if (!timing_on_.load(std::memory_order_relaxed)) return base_->matmul(w, x, n, y, pool);
+    if (!timing()) return base_->matmul(w, x, n, y, pool);
     const auto t0 = clock_type::now();
     base_->matmul(w, x, n, y, pool);
     add_time(matmul_name({&one, 1}), std::chrono::duration<double>(clock_type::now() - t0).count(), range_of(w).bytes);
@@ -59,7 +59,7 @@ std::shared_ptr<const dispatch::op_table> step_recorder::ops() {
     t->matmul_parts = [this](std::span<const dispatch::weight* const> parts, const float* x, std::int64_t n, float* const* ys,
                              thread_pool& pool) {
       if (ranges_on_.load(std::memory_order_relaxed)) add_ranges(parts);
-      if (!timing_on_.load(std::memory_order_relaxed)) return base_->matmul_parts(parts, x, n, ys, pool);
+      if (!timing()) return base_->matmul_parts(parts, x, n, ys, pool);
       const auto t0 = clock_type::now();
       base_->matmul_parts(parts, x, n, ys, pool);
       std::uint64_t bytes = 0;
@@ -82,11 +82,12 @@ std::vector<step_recorder::range> step_recorder::ranges() const {
   return ranges_;
 }
 
-std::vector<op_profile> step_recorder::profile() const {
+std::vector<op_profile> step_recorder::profile(tally t) const {
   std::vector<op_profile> v;
+  if (t == tally::none) return v;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [op, p] : times_) v.push_back(p);
+    for (const auto& [op, p] : times_[static_cast<int>(t)]) v.push_back(p);
   }
   std::sort(v.begin(), v.end(), [](const op_profile& a, const op_profile& b) { return a.seconds > b.seconds; });
   return v;
@@ -108,8 +109,10 @@ void step_recorder::add_ranges(std::span<const dispatch::weight* const> parts) {
 }
 
 void step_recorder::add_time(const std::string& op, double seconds, std::uint64_t bytes) {
+  const int t = timing_.load(std::memory_order_relaxed);
+  if (t < 0) return;  // switched off while the op ran
   std::lock_guard lock(mu_);
-  op_profile& p = times_[op];
+  op_profile& p = times_[t][op];
   p.op = op;
   ++p.calls;
   p.seconds += seconds;

@@ -36,25 +36,30 @@ class step_recorder {
   // while the recorder lives.
   std::shared_ptr<const dispatch::op_table> ops();
 
+  // What the ops' times go to: one of two tallies (the decode steps', the prefills'), or none.
+  enum class tally { none = -1, decode = 0, prefill = 1 };
+
   void note_ranges(bool on) noexcept { ranges_on_.store(on, std::memory_order_relaxed); }
-  void time_ops(bool on) noexcept { timing_on_.store(on, std::memory_order_relaxed); }
+  void time_ops(tally t) noexcept { timing_.store(static_cast<int>(t), std::memory_order_relaxed); }
 
   std::vector<range> ranges() const;
-  // The ops timed so far, the longest first; their times are summed over the calls (ops that
+  // The ops a tally timed, the longest first; their times are summed over the calls (ops that
   // run side by side, such as a decode step's experts, each count their own thread's time).
-  std::vector<op_profile> profile() const;
+  std::vector<op_profile> profile(tally t) const;
 
  private:
   template <class... A>
   void wrap(std::function<void(A...)>& f, const char* name);
   void add_ranges(std::span<const dispatch::weight* const> parts);
+  bool timing() const noexcept { return timing_.load(std::memory_order_relaxed) >= 0; }
   void add_time(const std::string& op, double seconds, std::uint64_t bytes);
 
   std::shared_ptr<const dispatch::op_table> base_;
-  std::atomic<bool> ranges_on_{false}, timing_on_{false};
+  std::atomic<bool> ranges_on_{false};
+  std::atomic<int> timing_{-1};
   mutable std::mutex mu_;
   std::vector<range> ranges_;
-  std::map<std::string, op_profile> times_;
+  std::map<std::string, op_profile> times_[2];
 };
 
 }  // namespace spite::bench::detail

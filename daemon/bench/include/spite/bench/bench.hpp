@@ -65,13 +65,23 @@ struct sequence_ceilings {
 };
 sequence_ceilings measure_sequence_ceilings();
 
-// One op of a decode step as `--profile` times it (bench_report::profile): every call of it
-// over the timed steps.
+// One op as `--profile` times it (phase_profile): every call of it over the timed passes.
 struct op_profile {
   std::string op;           // "matmul Q4_0 2048x2560" (type, input width x rows), "attention", ...
   std::uint64_t calls = 0;
   double seconds = 0;       // ops that run side by side (a step's experts) count each thread's time
   std::uint64_t bytes = 0;  // matmuls: the weight bytes read
+};
+
+// The ops of a timed phase (the decode steps, or the prefills), the longest first, over
+// `passes` passes (a decode step, a prefill of the prompt) of pass_s each: wall time, the
+// forward pass's own work besides the ops included. JSON: per pass, each op's calls, ms and
+// share, a matmul's weight bytes and GB/s; {} when nothing was timed.
+struct phase_profile {
+  std::vector<op_profile> ops;
+  std::uint64_t passes = 0;
+  double pass_s = 0;
+  nlohmann::json to_json() const;
 };
 
 struct bench_options {
@@ -83,7 +93,7 @@ struct bench_options {
   int parallel = 1;             // sequences decoding together
   bool probes = true;           // measure bandwidth and peak FLOP/s and 8-bit ops/s too
   bool flash_attn = true;       // attention through the online-softmax kernel
-  bool profile = false;         // time each op of the decode steps (bench_report::profile)
+  bool profile = false;         // time each op of the prefills and decode steps (bench_report)
   std::shared_ptr<const dispatch::op_table> ops;  // null: the built-in kernels
   std::function<bool()> cancelled;                // polled between steps
 };
@@ -119,12 +129,8 @@ struct bench_report {
   spread token_read_gbs, decode_of_token_read_runs;
   double decode_of_token_read = 0;
   // With profile: the decode steps' ops (of the parallel run where there are several
-  // sequences), the longest first, over profile_steps steps of profile_step_s each (wall time,
-  // the steps' other work included).
-  std::vector<op_profile> profile;
-  std::uint64_t profile_steps = 0;
-  double profile_step_s = 0;
-  nlohmann::json profile_json() const;
+  // sequences; JSON "profile") and the prefills' ("prefill_profile").
+  phase_profile decode_profile, prefill_profile;
   // With parallel > 1: one sequence decoding alone, timed in each repetition beside the
   // parallel run, and each repetition's ratio of the parallel total to it (the median is
   // `parallel_scaling` in JSON). Empty with parallel 1.
