@@ -103,6 +103,7 @@ SPITE_AVX2 inline __m256 expf8(__m256 x) {
 }
 
 SPITE_AVX2 float exp16(float* chunk, float max) {
+  if (has_avx512_kernels()) return x86::exp16_avx512(chunk, max);
   const __m256 m = _mm256_set1_ps(max);
   const __m256 lo = expf8(_mm256_sub_ps(_mm256_loadu_ps(chunk), m)), hi = expf8(_mm256_sub_ps(_mm256_loadu_ps(chunk + 8), m));
   _mm256_storeu_ps(chunk, lo);
@@ -451,6 +452,7 @@ SPITE_AVX2 void gemm_rows(float* c, const float* a, const float* b, std::int64_t
 }
 
 SPITE_AVX2 void gemm_acc(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n) {
+  if (n % 16 == 0 && has_avx512_kernels()) return x86::gemm_acc_avx512(c, a, b, m, k, n);
   std::int64_t i = 0;
   for (; i + 4 <= m; i += 4) gemm_rows<4>(c + i * n, a + i * k, b, k, n);
   for (; i < m; ++i) gemm_rows<1>(c + i * n, a + i * k, b, k, n);

@@ -1,4 +1,4 @@
-// AVX-512 twin of the flash-attention f16 accumulator of simd_x86_math.cpp (simd_math::
+// AVX-512 twins of flash-attention pieces of simd_x86_math.cpp. The f16 accumulator (simd_math::
 // accumulate_f16): the same per-element operations (an fma of the widened f16 value by the
 // key's weight onto the accumulator, rounded to f16 after each key; the rescale rounded the
 // same way) on 16 dimensions per register instead of 8, so a 64-dimension head takes 4 chains
@@ -6,7 +6,9 @@
 // a kv group at once. At depth the accumulator is decode's largest cost outside the weights (18 % of
 // one-thread Q4_K_M decode at depth 1500 in AVX2). The scores likewise: each key row widened
 // once for 4 heads (or 2; rows of 64 or 128 elements), and reduce16's steps done for 16
-// (head, key) pairs by shuffles.
+// (head, key) pairs by shuffles. The tiles' GEMM (simd_math::gemm_acc, prefill's scores and
+// weighted values) in 16-wide registers, 4 rows x 64 columns per block: the AVX2 block's 4 x 16
+// held its fmas to half the 512-bit peak.
 #include "simd_x86_avx512.hpp"
 #include "simd_x86_math_avx512.hpp"
 
@@ -204,6 +206,89 @@ void accumulate_f16_heads_avx512(float* out, const std::uint16_t* values, std::i
     while (h + 2 <= heads) run.template operator()<128, 2>();
     while (h < heads) run.template operator()<128, 1>();
   }
+}
+
+namespace {
+
+// A block of R rows x 16 W columns of c in registers over the whole k loop: per k step W loads
+// of b, R broadcasts of a and R x W fmas (4 x 4: 16 fmas for 8 loads, the fma units the bound).
+// Each element's chain is gemm_block's (simd_x86_math.cpp): from its value in c, k in order.
+template <int R, int W>
+SPITE_AVX512 inline void gemm_block16(float* c, const float* a, const float* b, std::int64_t k, std::int64_t n) {
+  __m512 acc[R][W];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int w = 0; w < W; ++w) acc[r][w] = _mm512_loadu_ps(c + r * n + 16 * w);
+  }
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    __m512 bv[W];
+#pragma GCC unroll 4
+    for (int w = 0; w < W; ++w) bv[w] = _mm512_loadu_ps(b + kk * n + 16 * w);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * k + kk]);
+#pragma GCC unroll 4
+      for (int w = 0; w < W; ++w) acc[r][w] = _mm512_fmadd_ps(av, bv[w], acc[r][w]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int w = 0; w < W; ++w) _mm512_storeu_ps(c + r * n + 16 * w, acc[r][w]);
+  }
+}
+
+template <int R>
+SPITE_AVX512 void gemm_rows16(float* c, const float* a, const float* b, std::int64_t k, std::int64_t n) {
+  std::int64_t j = 0;
+  for (; j + 64 <= n; j += 64) gemm_block16<R, 4>(c + j, a, b + j, k, n);
+  for (; j < n; j += 16) gemm_block16<R, 1>(c + j, a, b + j, k, n);
+}
+
+// 2^e for e in [-126, 127], exact.
+SPITE_AVX512 inline __m512 pow2_16(__m512i e) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127)), 23));
+}
+
+// expf8 (simd_x86_math.cpp: ref_expf) on 16 lanes, operation for operation.
+SPITE_AVX512 inline __m512 expf16(__m512 x) {
+  const __m512 r = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+  const __m512 n = _mm512_sub_ps(z, r);
+  const __m512 neg_n = _mm512_sub_ps(_mm512_setzero_ps(), n);
+  const __m512 b = _mm512_fmadd_ps(neg_n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fmadd_ps(neg_n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 j = _mm512_fmadd_ps(
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i half = _mm512_srai_epi32(ni, 1);
+  __m512 result = _mm512_mul_ps(_mm512_mul_ps(j, pow2_16(half)), pow2_16(_mm512_sub_epi32(ni, half)));
+  const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+  const __mmask16 positive = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_GT_OQ);
+  result = _mm512_mask_blend_ps(big, result, _mm512_maskz_mov_ps(positive, _mm512_set1_ps(__builtin_inff())));
+  const __mmask16 minus_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~minus_inf), result);
+}
+
+}  // namespace
+
+SPITE_AVX512 float exp16_avx512(float* chunk, float max) {
+  const __m512 e = expf16(_mm512_sub_ps(_mm512_loadu_ps(chunk), _mm512_set1_ps(max)));
+  _mm512_storeu_ps(chunk, e);
+  // reduce16: lanes 0-7 + 8-15, the halves of that added, then (s4[0] + s4[2]) + (s4[1] + s4[3]).
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(e), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+SPITE_AVX512 void gemm_acc_avx512(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 4 <= m; i += 4) gemm_rows16<4>(c + i * n, a + i * k, b, k, n);
+  for (; i < m; ++i) gemm_rows16<1>(c + i * n, a + i * k, b, k, n);
 }
 
 std::int64_t accumulate_f16_avx512(float* out, const std::uint16_t* values, std::int64_t stride, const std::int32_t* keys,

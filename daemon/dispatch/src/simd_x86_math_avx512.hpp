@@ -21,5 +21,11 @@ void accumulate_f16_heads_avx512(float* out, const std::uint16_t* values, std::i
                                  const float* weight, const float* rescale, std::int64_t w_stride, std::int64_t n,
                                  float* sums, std::int64_t heads, std::int64_t dv);
 
+// simd_math::gemm_acc for n a multiple of 16: the same chains (each element from its value in
+// c, k in order), 16 columns per register.
+void gemm_acc_avx512(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n);
+// simd_math::exp16 in one 16-wide register (the same operations per lane, the same reduce16).
+float exp16_avx512(float* chunk, float max);
+
 }  // namespace spite::dispatch::cpu::x86
 #endif
