@@ -345,16 +345,21 @@ void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd
     gemm_acc(simd, w.kq.data(), w.q.data(), kv.keys(hk, c / k_tile), rows, dk, k_tile);
     for (std::int64_t r = 0; r < rows; ++r) {
       float* kq = w.kq.data() + r * k_tile;
-      if (a.softcap > 0.0f) {
-        for (std::int64_t j = 0; j < k_tile; ++j) kq[j] = a.softcap * std::tanh(kq[j] * sh.scale);
+      const std::uint8_t* row_visible = visible != nullptr ? visible + r * k_tile : nullptr;
+      float tile_max;
+      if (a.softcap <= 0.0f && simd != nullptr && simd->scale_mask_max != nullptr) {
+        tile_max = simd->scale_mask_max(kq, k_tile, sh.scale, row_visible);
       } else {
-        for (std::int64_t j = 0; j < k_tile; ++j) kq[j] *= sh.scale;
+        if (a.softcap > 0.0f) {
+          for (std::int64_t j = 0; j < k_tile; ++j) kq[j] = a.softcap * std::tanh(kq[j] * sh.scale);
+        } else {
+          for (std::int64_t j = 0; j < k_tile; ++j) kq[j] *= sh.scale;
+        }
+        if (row_visible != nullptr) {
+          for (std::int64_t j = 0; j < k_tile; ++j) kq[j] = row_visible[j] != 0 ? kq[j] : neg_inf;
+        }
+        tile_max = largest_score(kq);
       }
-      if (visible != nullptr) {
-        const std::uint8_t* row_visible = visible + r * k_tile;
-        for (std::int64_t j = 0; j < k_tile; ++j) kq[j] = row_visible[j] != 0 ? kq[j] : neg_inf;
-      }
-      const float tile_max = largest_score(kq);
       w.skip[static_cast<std::size_t>(r)] = tile_max == neg_inf;
       if (tile_max == neg_inf) continue;
       float& m = w.m[static_cast<std::size_t>(r)];
@@ -367,10 +372,14 @@ void attend_tile(const attention_args& a, const shape& sh, const simd_math* simd
       }
       m = m_new;
       double sum = 0.0;
-      for (std::int64_t j = 0; j < k_tile; j += 16) {
-        if (simd != nullptr) {
-          sum += simd->exp16(kq + j, m);
-        } else {
+      if (simd != nullptr && simd->exp_row != nullptr) {
+        sum = simd->exp_row(kq, k_tile, m);
+      } else {
+        for (std::int64_t j = 0; j < k_tile; j += 16) {
+          if (simd != nullptr) {
+            sum += simd->exp16(kq + j, m);
+            continue;
+          }
           for (int l = 0; l < 16; ++l) kq[j + l] = ref_expf(kq[j + l] - m);
           sum += reduce16(kq + j);
         }

@@ -65,6 +65,14 @@ struct simd_math {
   // Null: cpu_ops.cpp's scalar loop.
   void (*rope_heads)(float* x, std::int64_t n_head, std::int64_t head_dim, const float* cos_sin, std::int64_t n_dims,
                      bool neox) = nullptr;
+  // A flash-attention tile row of n scores (n % 16 == 0; cpu_flash_attention.cpp attend_tile):
+  // s[j] *= scale, then -inf where `visible` is given and visible[j] == 0; returns the largest
+  // (for scores that are not NaN the value largest_score gives: of +0 and -0 either). Null: the
+  // scalar loops.
+  float (*scale_mask_max)(float* s, std::int64_t n, float scale, const std::uint8_t* visible) = nullptr;
+  // s[j] = ref_expf(s[j] - max), n % 16 == 0, returning the exp16 sums of its chunks added in
+  // order in double. Null: exp16 per chunk.
+  double (*exp_row)(float* s, std::int64_t n, float max) = nullptr;
   // RMS norm's sums of squares of 4 rows (`stride` floats apart) of n elements: sums[k] the
   // double sum of the float products x[i] * x[i], added in order i = 0, 1, ... as the reference
   // does. Null: cpu_ops.cpp's scalar loop.

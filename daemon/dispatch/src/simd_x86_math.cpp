@@ -115,6 +115,30 @@ SPITE_AVX2 float exp16(float* chunk, float max) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
+SPITE_AVX2 double exp_row(float* s, std::int64_t n, float max) {
+  double sum = 0.0;
+  for (std::int64_t j = 0; j < n; j += 16) sum += exp16(s + j, max);
+  return sum;
+}
+
+SPITE_AVX2 float scale_mask_max(float* s, std::int64_t n, float scale, const std::uint8_t* visible) {
+  if (has_avx512_kernels()) return x86::scale_mask_max_avx512(s, n, scale, visible);
+  const __m256 sc = _mm256_set1_ps(scale), lowest = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 m = lowest;
+  for (std::int64_t j = 0; j < n; j += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), sc);
+    if (visible != nullptr) {
+      const __m256i seen = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(visible + j)));
+      v = _mm256_blendv_ps(lowest, v, _mm256_castsi256_ps(_mm256_cmpgt_epi32(seen, _mm256_setzero_si256())));
+    }
+    _mm256_storeu_ps(s + j, v);
+    m = _mm256_max_ps(v, m);
+  }
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+}
+
 SPITE_AVX2 void swiglu16(const float* g, const float* u, float* h) {
   const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
   for (int i = 0; i < 16; i += 8) {
@@ -573,7 +597,8 @@ bool usable() {
 
 constexpr simd_math k_avx2{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
                            swiglu16, dot_f16_blocks, dot_f16_rows, exp_nonpositive, accumulate_f16, gemm_acc,
-                           accumulate_f16_heads, dot_f16_rows_heads, online_max, rope_heads, sum_squares4};
+                           accumulate_f16_heads, dot_f16_rows_heads, online_max, rope_heads, scale_mask_max, exp_row,
+                           sum_squares4};
 
 }  // namespace
 

@@ -285,6 +285,21 @@ SPITE_AVX512 float exp16_avx512(float* chunk, float max) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
+SPITE_AVX512 float scale_mask_max_avx512(float* s, std::int64_t n, float scale, const std::uint8_t* visible) {
+  const __m512 sc = _mm512_set1_ps(scale), lowest = _mm512_set1_ps(-__builtin_inff());
+  __m512 m = lowest;
+  for (std::int64_t j = 0; j < n; j += 16) {
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(s + j), sc);
+    if (visible != nullptr) {
+      const __mmask16 seen = _mm_test_epi8_mask(_mm_loadu_si128(reinterpret_cast<const __m128i*>(visible + j)), _mm_set1_epi8(-1));
+      v = _mm512_mask_blend_ps(seen, lowest, v);
+    }
+    _mm512_storeu_ps(s + j, v);
+    m = _mm512_max_ps(v, m);
+  }
+  return _mm512_reduce_max_ps(m);
+}
+
 SPITE_AVX512 void gemm_acc_avx512(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n) {
   std::int64_t i = 0;
   for (; i + 4 <= m; i += 4) gemm_rows16<4>(c + i * n, a + i * k, b, k, n);

@@ -26,6 +26,8 @@ void accumulate_f16_heads_avx512(float* out, const std::uint16_t* values, std::i
 void gemm_acc_avx512(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n);
 // simd_math::exp16 in one 16-wide register (the same operations per lane, the same reduce16).
 float exp16_avx512(float* chunk, float max);
+// simd_math::scale_mask_max in 16-wide registers.
+float scale_mask_max_avx512(float* s, std::int64_t n, float scale, const std::uint8_t* visible);
 
 }  // namespace spite::dispatch::cpu::x86
 #endif
