@@ -305,7 +305,7 @@ SPITE_AVX2 inline __m128 libm_expf4(__m128 x) {
 }
 
 SPITE_AVX2 void exp_nonpositive(const float* x, float* y, std::int64_t n) {
-  std::int64_t i = 0;
+  std::int64_t i = has_avx512_kernels() ? x86::exp_nonpositive_avx512(x, y, n, k_exp2.bits) : 0;
   for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, libm_expf4(_mm_loadu_ps(x + i)));
   for (; i < n; ++i) y[i] = std::exp(x[i]);
 }

@@ -285,6 +285,30 @@ SPITE_AVX512 float exp16_avx512(float* chunk, float max) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
+SPITE_AVX512 std::int64_t exp_nonpositive_avx512(const float* x, float* y, std::int64_t n, const std::int64_t* table) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 8);
+  const __m512i t2 = _mm512_loadu_si512(table + 16), t3 = _mm512_loadu_si512(table + 24);
+  const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32), c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32),
+                c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / 32), shift = _mm512_set1_pd(0x1.8p+52);
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xf = _mm256_loadu_ps(x + i);
+    const __m512d z = _mm512_mul_pd(_mm512_set1_pd(0x1.71547652b82fep0 * 32), _mm512_cvtps_pd(xf));
+    const __m512d kd_shifted = _mm512_add_pd(z, shift);
+    const __m512i ki = _mm512_castpd_si512(kd_shifted);
+    const __m512d r = _mm512_sub_pd(z, _mm512_sub_pd(kd_shifted, shift));
+    // The table's entry k % 32: two 16-entry lookups (VPERMT2Q takes index bits 0-3), bit 4
+    // choosing between them.
+    const __m512i lo = _mm512_permutex2var_epi64(t0, ki, t1), hi = _mm512_permutex2var_epi64(t2, ki, t3);
+    const __m512i entry = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+    const __m512i t = _mm512_add_epi64(entry, _mm512_slli_epi64(ki, 47));
+    const __m512d p = _mm512_fmadd_pd(_mm512_fmadd_pd(c0, r, c1), _mm512_mul_pd(r, r), _mm512_fmadd_pd(c2, r, _mm512_set1_pd(1.0)));
+    const __m256 e = _mm512_cvtpd_ps(_mm512_mul_pd(p, _mm512_castsi512_pd(t)));
+    _mm256_storeu_ps(y + i, _mm256_andnot_ps(_mm256_cmp_ps(xf, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ), e));
+  }
+  return i;
+}
+
 SPITE_AVX512 float scale_mask_max_avx512(float* s, std::int64_t n, float scale, const std::uint8_t* visible) {
   const __m512 sc = _mm512_set1_ps(scale), lowest = _mm512_set1_ps(-__builtin_inff());
   __m512 m = lowest;
