@@ -64,8 +64,8 @@ std::string kernels_note(const json& r) {
 
 // --profile: the ops of a pass (a decode step, a prefill), the longest first; what the ops'
 // times leave of the pass is the forward pass's own work (embedding, residual adds, routing)
-// and the hand-offs.
-void print_profile(const json& p, const std::string& pass) {
+// and the hand-offs. A matmul's pace as weight GB/s, or GFLOP/s where compute bounds it.
+void print_profile(const json& p, const std::string& pass, bool compute_bound) {
   const json ops = p.value("ops", json::array());
   if (ops.empty()) return;
   const double pass_ms = p.value("pass_ms", 0.0);
@@ -77,7 +77,9 @@ void print_profile(const json& p, const std::string& pass) {
     ops_ms += ms;
     std::printf("  %-34s %7.1f calls %9.3f ms %6.1f%%", op.value("op", "").c_str(), op.value("calls_per_pass", 0.0), ms,
                 100.0 * op.value("share_of_pass", 0.0));
-    if (op.contains("gb_per_s")) {
+    if (compute_bound && op.contains("gflop_per_s")) {
+      std::printf("  %.1f GFLOP/s", op.value("gflop_per_s", 0.0));
+    } else if (op.contains("gb_per_s")) {
       std::printf("  %s of weights at %.1f GB/s", human_bytes(static_cast<std::uint64_t>(op.value("weight_bytes_per_pass", 0.0))).c_str(),
                   op.value("gb_per_s", 0.0));
     }
@@ -104,7 +106,7 @@ void print_report(const json& r) {
     std::printf("%-12s %18s   %.1f%% of peak FLOP/s, %.1f%% of the compute roofline\n",
                 ("pp" + std::to_string(r.value("n_prompt", 0))).c_str(), tps(r["pp_tokens_per_s"]).c_str(),
                 100.0 * r.value("prefill_peak_fraction", 0.0), 100.0 * r.value("prefill_roofline_fraction", 0.0));
-    print_profile(r.value("prefill_profile", json::object()), "a prefill of " + std::to_string(r.value("n_prompt", 0)) + " tokens");
+    print_profile(r.value("prefill_profile", json::object()), "a prefill of " + std::to_string(r.value("n_prompt", 0)) + " tokens", true);
   }
   if (r.value("n_gen", 0) > 0) {
     std::string name = "tg" + std::to_string(r.value("n_gen", 0));
@@ -130,7 +132,7 @@ void print_report(const json& r) {
       }
       std::printf("\n");
     }
-    print_profile(r.value("profile", json::object()), "a decode step");
+    print_profile(r.value("profile", json::object()), "a decode step", false);
     // One sequence alone, timed in the same repetitions: what the parallel total is a multiple of.
     if (const int parallel = r.value("parallel", 1); parallel > 1 && r.contains("single_sequence_tokens_per_s")) {
       const json runs = r.value("parallel_scaling_runs", json::object());

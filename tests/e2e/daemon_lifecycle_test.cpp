@@ -282,7 +282,7 @@ TEST_CASE("a request still running when shutdown_timeout_s ends is cancelled wit
 // --profile's ops of a pass (a decode step, or a prefill of the prompt in one batch) for
 // stories260K (5 layers of 64 wide, q / k / v of 64 + 32 + 32 rows and gate / up of 172 + 172
 // each run as one product, F32): each op's calls per pass, and the weight bytes of a matmul.
-void check_stories_profile(const json& profile, std::int64_t passes) {
+void check_stories_profile(const json& profile, std::int64_t passes, std::int64_t tokens_per_pass) {
   INFO(profile.dump());
   CHECK(profile.value("passes", 0) == passes);
   double ops_ms = 0;
@@ -298,6 +298,10 @@ void check_stories_profile(const json& profile, std::int64_t passes) {
   CHECK(by_op.at("attention").value("calls_per_pass", 0.0) == 5.0);
   CHECK(by_op.at("rms_norm").value("calls_per_pass", 0.0) == 11.0);
   CHECK(by_op.at("matmul F32 64x64").value("gb_per_s", 0.0) > 0);
+  // Its FLOP/s over its time per pass: 2 x 64 x 64 per activation row and layer.
+  const json& o = by_op.at("matmul F32 64x64");
+  CHECK(o.value("gflop_per_s", 0.0) * o.value("ms_per_pass", 0.0) * 1e6 ==
+        Approx(5.0 * 2 * 64 * 64 * static_cast<double>(tokens_per_pass)).epsilon(1e-6));
   // One thread runs the ops one after the other: their times fit in the step's.
   CHECK(ops_ms > 0);
   CHECK(ops_ms <= profile.value("pass_ms", 0.0));
@@ -345,8 +349,8 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   CHECK(paces.value("min", 0.0) > 0);
   CHECK(paces.value("min", 0.0) <= l.value("decode_of_token_read", -1.0));
   CHECK(l.value("decode_of_token_read", 0.0) <= paces.value("max", -1.0));
-  check_stories_profile(l.at("profile"), 2 * 16);          // 16 decode steps in each of 2 repetitions
-  check_stories_profile(l.at("prefill_profile"), 2);       // a prefill of 32 tokens in each
+  check_stories_profile(l.at("profile"), 2 * 16, 1);         // 16 decode steps in each of 2 repetitions
+  check_stories_profile(l.at("prefill_profile"), 2, 32);     // a prefill of 32 tokens in each
   // An F32 model's products are all float: its compute roofline is the f32 FMA peak alone.
   CHECK(l.value("flops_8bit_per_token", -1.0) == 0);
   CHECK(l.value("prefill_roofline_fraction", 0.0) == Approx(l.value("prefill_peak_fraction", 0.0)));

@@ -295,6 +295,7 @@ nlohmann::json phase_profile::to_json() const {
       op["weight_bytes_per_pass"] = static_cast<double>(p.bytes) / n;
       op["gb_per_s"] = p.seconds > 0 ? static_cast<double>(p.bytes) / p.seconds / 1e9 : 0.0;
     }
+    if (p.flops > 0) op["gflop_per_s"] = p.seconds > 0 ? p.flops / p.seconds / 1e9 : 0.0;
     list.push_back(std::move(op));
   }
   return {{"passes", passes}, {"pass_ms", pass_s * 1e3}, {"ops", std::move(list)}};

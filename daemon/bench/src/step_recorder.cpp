@@ -41,7 +41,7 @@ void step_recorder::wrap(std::function<void(A...)>& f, const char* name) {
     if (!timing()) return inner(a...);
     const auto t0 = clock_type::now();
     inner(a...);
-    add_time(op, std::chrono::duration<double>(clock_type::now() - t0).count(), 0);
+    add_time(op, std::chrono::duration<double>(clock_type::now() - t0).count());
   };
 }
 
@@ -53,7 +53,8 @@ std::shared_ptr<const dispatch::op_table> step_recorder::ops() {
     if (!timing()) return base_->matmul(w, x, n, y, pool);
     const auto t0 = clock_type::now();
     base_->matmul(w, x, n, y, pool);
-    add_time(matmul_name({&one, 1}), std::chrono::duration<double>(clock_type::now() - t0).count(), range_of(w).bytes);
+    add_time(matmul_name({&one, 1}), std::chrono::duration<double>(clock_type::now() - t0).count(), range_of(w).bytes,
+             2.0 * static_cast<double>(w.in) * static_cast<double>(w.out) * static_cast<double>(n));
   };
   if (base_->matmul_parts) {
     t->matmul_parts = [this](std::span<const dispatch::weight* const> parts, const float* x, std::int64_t n, float* const* ys,
@@ -63,8 +64,12 @@ std::shared_ptr<const dispatch::op_table> step_recorder::ops() {
       const auto t0 = clock_type::now();
       base_->matmul_parts(parts, x, n, ys, pool);
       std::uint64_t bytes = 0;
-      for (const dispatch::weight* w : parts) bytes += range_of(*w).bytes;
-      add_time(matmul_name(parts), std::chrono::duration<double>(clock_type::now() - t0).count(), bytes);
+      double flops = 0;
+      for (const dispatch::weight* w : parts) {
+        bytes += range_of(*w).bytes;
+        flops += 2.0 * static_cast<double>(w->in) * static_cast<double>(w->out) * static_cast<double>(n);
+      }
+      add_time(matmul_name(parts), std::chrono::duration<double>(clock_type::now() - t0).count(), bytes, flops);
     };
   }
   wrap(t->rms_norm, "rms_norm");
@@ -108,7 +113,7 @@ void step_recorder::add_ranges(std::span<const dispatch::weight* const> parts) {
   }
 }
 
-void step_recorder::add_time(const std::string& op, double seconds, std::uint64_t bytes) {
+void step_recorder::add_time(const std::string& op, double seconds, std::uint64_t bytes, double flops) {
   const int t = timing_.load(std::memory_order_relaxed);
   if (t < 0) return;  // switched off while the op ran
   std::lock_guard lock(mu_);
@@ -117,6 +122,7 @@ void step_recorder::add_time(const std::string& op, double seconds, std::uint64_
   ++p.calls;
   p.seconds += seconds;
   p.bytes += bytes;
+  p.flops += flops;
 }
 
 }  // namespace spite::bench::detail

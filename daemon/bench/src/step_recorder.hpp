@@ -52,7 +52,7 @@ class step_recorder {
   void wrap(std::function<void(A...)>& f, const char* name);
   void add_ranges(std::span<const dispatch::weight* const> parts);
   bool timing() const noexcept { return timing_.load(std::memory_order_relaxed) >= 0; }
-  void add_time(const std::string& op, double seconds, std::uint64_t bytes);
+  void add_time(const std::string& op, double seconds, std::uint64_t bytes = 0, double flops = 0);
 
   std::shared_ptr<const dispatch::op_table> base_;
   std::atomic<bool> ranges_on_{false};

@@ -71,6 +71,7 @@ struct op_profile {
   std::uint64_t calls = 0;
   double seconds = 0;       // ops that run side by side (a step's experts) count each thread's time
   std::uint64_t bytes = 0;  // matmuls: the weight bytes read
+  double flops = 0;         // matmuls: 2 x in x out x activation rows
 };
 
 // The ops of a timed phase (the decode steps, or the prefills), the longest first, over
