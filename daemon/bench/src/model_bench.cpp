@@ -64,14 +64,18 @@ std::string dominant_type(const gguf::file& file) {
   return best;
 }
 
-// Seconds per step of `steps` plain reads of the ranges, op by op, through the pool.
+// Seconds per step of plain reads of the ranges, op by op, through the pool: up to `steps`
+// steps, fewer once a second has gone (a large model's reads would otherwise double the
+// bench's time; a second of them is as many steps as a decode's minute needs).
 double time_token_reads(const std::vector<detail::step_recorder::range>& ranges, std::int32_t steps, thread_pool& pool) {
   std::atomic<std::uint64_t> sink{0};
   const auto t0 = clock_type::now();
-  for (std::int32_t s = 0; s < steps; ++s) {
+  std::int32_t done = 0;
+  while (done < steps && (done == 0 || seconds_since(t0) < 1.0)) {
     for (const detail::step_recorder::range& r : ranges) detail::read_through(pool, r.begin, r.bytes, sink);
+    ++done;
   }
-  return seconds_since(t0) / std::max(1, steps);
+  return seconds_since(t0) / std::max(1, done);
 }
 
 }  // namespace

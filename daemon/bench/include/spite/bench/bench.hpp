@@ -120,8 +120,9 @@ struct bench_report {
   spread bandwidth_runs, decode_roofline_runs;
   // With a decode test and probes: the weight ranges one decode step's matmuls read, in their
   // order (token_read_ops of them, token_read_bytes in all), read plainly op by op through as
-  // many threads right after each repetition, as many steps as were decoded (the probes' read
-  // loop: each thread a contiguous share in 16 KiB chunks, no software prefetch).
+  // many threads right after each repetition, as many steps as were decoded or a second's worth
+  // (the probes' read loop: each thread a contiguous share in 16 KiB chunks, no software
+  // prefetch).
   // decode_of_token_read is that read's time over the decode's, per step, from the medians: at
   // 1 the kernels cost nothing beyond reading their weights as a plain loop does, op by op, at
   // that minute; the decode kernels fetch ahead, so they may pass it.
