@@ -116,6 +116,7 @@ SPITE_AVX2 float exp16(float* chunk, float max) {
 }
 
 SPITE_AVX2 double exp_row(float* s, std::int64_t n, float max) {
+  if (has_avx512_kernels()) return x86::exp_row_avx512(s, n, max);
   double sum = 0.0;
   for (std::int64_t j = 0; j < n; j += 16) sum += exp16(s + j, max);
   return sum;

@@ -273,9 +273,8 @@ SPITE_AVX512 inline __m512 expf16(__m512 x) {
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~minus_inf), result);
 }
 
-}  // namespace
-
-SPITE_AVX512 float exp16_avx512(float* chunk, float max) {
+// exp16: the chunk's exps in place, their reduce16 sum returned.
+SPITE_AVX512 inline float exp_chunk(float* chunk, float max) {
   const __m512 e = expf16(_mm512_sub_ps(_mm512_loadu_ps(chunk), _mm512_set1_ps(max)));
   _mm512_storeu_ps(chunk, e);
   // reduce16: lanes 0-7 + 8-15, the halves of that added, then (s4[0] + s4[2]) + (s4[1] + s4[3]).
@@ -283,6 +282,16 @@ SPITE_AVX512 float exp16_avx512(float* chunk, float max) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+}  // namespace
+
+SPITE_AVX512 float exp16_avx512(float* chunk, float max) { return exp_chunk(chunk, max); }
+
+SPITE_AVX512 double exp_row_avx512(float* s, std::int64_t n, float max) {
+  double sum = 0.0;
+  for (std::int64_t j = 0; j < n; j += 16) sum += exp_chunk(s + j, max);
+  return sum;
 }
 
 SPITE_AVX512 std::int64_t exp_nonpositive_avx512(const float* x, float* y, std::int64_t n, const std::int64_t* table) {

@@ -26,6 +26,8 @@ void accumulate_f16_heads_avx512(float* out, const std::uint16_t* values, std::i
 void gemm_acc_avx512(float* c, const float* a, const float* b, std::int64_t m, std::int64_t k, std::int64_t n);
 // simd_math::exp16 in one 16-wide register (the same operations per lane, the same reduce16).
 float exp16_avx512(float* chunk, float max);
+// simd_math::exp_row with exp16_avx512 inlined.
+double exp_row_avx512(float* s, std::int64_t n, float max);
 // simd_math::exp_nonpositive's libm_expf (simd_x86_math.cpp) on 8 lanes of doubles, its table
 // of 2^(i/32) (adjusted bits) from `table`: x[0, done) into y, done (returned) a multiple of 8.
 std::int64_t exp_nonpositive_avx512(const float* x, float* y, std::int64_t n, const std::int64_t* table);
