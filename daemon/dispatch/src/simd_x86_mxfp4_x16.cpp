@@ -38,12 +38,11 @@ static_assert(x16_span == 17 * cache_line && x16_span == 16 * span_blocks * size
 
 std::size_t group_bytes(std::int64_t nb) { return static_cast<std::size_t>((nb + span_blocks - 1) / span_blocks) * x16_span; }
 
-// The 16 rows' 2^(e - 128) (iq::e8m0_to_fp32_half) from their exponent bytes.
+// The 16 rows' 2^(e - 128) (iq::e8m0_to_fp32_half) from their exponent bytes: VSCALEFPS of
+// 2^-128 (a subnormal float, exact) by e, exact for every e, subnormal results included.
 SPITE_AVX512 inline __m512 scales16(const std::byte* exps) {
   const __m512i e = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(exps)));
-  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-  const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, subnormal));
+  return _mm512_scalef_ps(_mm512_castsi512_ps(_mm512_set1_epi32(0x00200000)), _mm512_cvtepi32_ps(e));
 }
 
 // The activations two ways. One activation row: the block's values + 128 (unsigned, VPDPBUSD's
