@@ -489,6 +489,12 @@ SPITE_AVX2 void gemm_acc(float* c, const float* a, const float* b, std::int64_t 
 // the first keys). A chunk with a NaN score goes the scalar way (max_ps would not keep the
 // scalar comparison's answer for it).
 SPITE_AVX2 float online_max(float* weight, float* rescale, std::int64_t n, float scale, float max) {
+  if (has_avx512_kernels()) {
+    const std::int64_t done = x86::online_max_avx512(weight, rescale, n, scale, max);
+    weight += done;
+    rescale += done;
+    n -= done;
+  }
   const __m256 lowest = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), sc = _mm256_set1_ps(scale);
   const __m256i up1 = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6), up2 = _mm256_setr_epi32(0, 0, 0, 1, 2, 3, 4, 5);
   const __m256i up4 = _mm256_setr_epi32(0, 0, 0, 0, 0, 1, 2, 3);

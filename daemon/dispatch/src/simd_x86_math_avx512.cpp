@@ -12,6 +12,10 @@
 #include "simd_x86_avx512.hpp"
 #include "simd_x86_math_avx512.hpp"
 
+#include <cmath>
+
+#include "simd_math.hpp"
+
 #if defined(__x86_64__)
 
 namespace spite::dispatch::cpu::x86 {
@@ -314,6 +318,44 @@ SPITE_AVX512 std::int64_t exp_nonpositive_avx512(const float* x, float* y, std::
     const __m512d p = _mm512_fmadd_pd(_mm512_fmadd_pd(c0, r, c1), _mm512_mul_pd(r, r), _mm512_fmadd_pd(c2, r, _mm512_set1_pd(1.0)));
     const __m256 e = _mm512_cvtpd_ps(_mm512_mul_pd(p, _mm512_castsi512_pd(t)));
     _mm256_storeu_ps(y + i, _mm256_andnot_ps(_mm256_cmp_ps(xf, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ), e));
+  }
+  return i;
+}
+
+SPITE_AVX512 std::int64_t online_max_avx512(float* weight, float* rescale, std::int64_t n, float scale, float& max) {
+  const __m512 lowest = _mm512_set1_ps(-__builtin_inff()), sc = _mm512_set1_ps(scale);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i up1 = _mm512_sub_epi32(lane, _mm512_set1_epi32(1)), up2 = _mm512_sub_epi32(lane, _mm512_set1_epi32(2));
+  const __m512i up4 = _mm512_sub_epi32(lane, _mm512_set1_epi32(4)), up8 = _mm512_sub_epi32(lane, _mm512_set1_epi32(8));
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 s = _mm512_mul_ps(_mm512_loadu_ps(weight + i), sc);
+    if (_mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q) != 0) {
+      max = online_max_scalar(weight + i, rescale + i, 16, scale, max);
+      continue;
+    }
+    // The running maximum through each lane: each step takes the maximum with the lane k
+    // before (the earlier value kept on ties, as the scalar pass keeps its maximum).
+    __m512 v = _mm512_max_ps(s, _mm512_mask_permutexvar_ps(lowest, 0xfffe, up1, s));
+    v = _mm512_max_ps(v, _mm512_mask_permutexvar_ps(lowest, 0xfffc, up2, v));
+    v = _mm512_max_ps(v, _mm512_mask_permutexvar_ps(lowest, 0xfff0, up4, v));
+    v = _mm512_max_ps(v, _mm512_mask_permutexvar_ps(lowest, 0xff00, up8, v));
+    const __m512 before = _mm512_set1_ps(max);
+    const __m512 through = _mm512_max_ps(v, before);                                  // the maximum after each key
+    const __m512 prior = _mm512_mask_permutexvar_ps(before, 0xfffe, up1, through);   // ... before it
+    const __mmask16 beats = _mm512_cmp_ps_mask(s, prior, _CMP_GT_OQ);
+    _mm512_storeu_ps(weight + i, _mm512_maskz_sub_ps(static_cast<__mmask16>(~beats), s, through));
+    _mm512_storeu_ps(rescale + i, _mm512_set1_ps(1.0f));
+    if (beats != 0) {
+      alignas(64) float sv[16], pv[16];
+      _mm512_store_ps(sv, s);
+      _mm512_store_ps(pv, prior);
+      for (unsigned bits = beats; bits != 0; bits &= bits - 1) {
+        const int l = __builtin_ctz(bits);
+        rescale[i + l] = std::exp(pv[l] - sv[l]);
+      }
+    }
+    max = _mm_cvtss_f32(_mm_permute_ps(_mm512_extractf32x4_ps(through, 3), 0xff));  // lane 15
   }
   return i;
 }

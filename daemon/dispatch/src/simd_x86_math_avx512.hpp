@@ -31,6 +31,9 @@ double exp_row_avx512(float* s, std::int64_t n, float max);
 // simd_math::exp_nonpositive's libm_expf (simd_x86_math.cpp) on 8 lanes of doubles, its table
 // of 2^(i/32) (adjusted bits) from `table`: x[0, done) into y, done (returned) a multiple of 8.
 std::int64_t exp_nonpositive_avx512(const float* x, float* y, std::int64_t n, const std::int64_t* table);
+// simd_math::online_max over the whole 16-key chunks of n: keys [0, returned), `max` carried
+// through them; the caller takes the rest.
+std::int64_t online_max_avx512(float* weight, float* rescale, std::int64_t n, float scale, float& max);
 // simd_math::scale_mask_max in 16-wide registers.
 float scale_mask_max_avx512(float* s, std::int64_t n, float scale, const std::uint8_t* visible);
 
