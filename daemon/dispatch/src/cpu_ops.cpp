@@ -126,7 +126,10 @@ void swiglu(const float* g, const float* u, float* h, std::int64_t n, std::int64
   const simd_math* simd = fast_math();
   for (std::int64_t r = 0; r < rows; ++r) {
     std::int64_t i = 0;
-    if (simd != nullptr) {
+    if (simd != nullptr && simd->swiglu_row != nullptr) {
+      simd->swiglu_row(g + r * n, u + r * n, h + r * n, vector_part);
+      i = vector_part;
+    } else if (simd != nullptr) {
       for (; i < vector_part; i += 16) simd->swiglu16(g + r * n + i, u + r * n + i, h + r * n + i);
     }
     for (; i < n; ++i) {

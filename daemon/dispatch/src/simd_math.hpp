@@ -73,6 +73,9 @@ struct simd_math {
   // s[j] = ref_expf(s[j] - max), n % 16 == 0, returning the exp16 sums of its chunks added in
   // order in double. Null: exp16 per chunk.
   double (*exp_row)(float* s, std::int64_t n, float max) = nullptr;
+  // swiglu16 over n elements (n % 16 == 0), chunk by chunk: the same bits. Null: swiglu16 per
+  // chunk.
+  void (*swiglu_row)(const float* g, const float* u, float* h, std::int64_t n) = nullptr;
   // RMS norm's sums of squares of 4 rows (`stride` floats apart) of n elements: sums[k] the
   // double sum of the float products x[i] * x[i], added in order i = 0, 1, ... as the reference
   // does. Null: cpu_ops.cpp's scalar loop.

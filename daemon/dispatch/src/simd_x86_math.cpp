@@ -149,6 +149,11 @@ SPITE_AVX2 void swiglu16(const float* g, const float* u, float* h) {
   }
 }
 
+SPITE_AVX2 void swiglu_row(const float* g, const float* u, float* h, std::int64_t n) {
+  if (has_avx512_kernels()) return x86::swiglu_row_avx512(g, u, h, n);
+  for (std::int64_t i = 0; i < n; i += 16) swiglu16(g + i, u + i, h + i);
+}
+
 float dot_f16_blocks(const std::uint16_t* a, const float* b, std::int64_t n) { return x86::vec_dot_f16(a, b, n); }
 
 // vec_dot_f16's fold of its lane groups: p[2g + h] is group g's half h; the groups added
@@ -605,7 +610,7 @@ bool usable() {
 constexpr simd_math k_avx2{dot16,   dot16_h, axpy_h,    widen,     round_f16, exp16,
                            swiglu16, dot_f16_blocks, dot_f16_rows, exp_nonpositive, accumulate_f16, gemm_acc,
                            accumulate_f16_heads, dot_f16_rows_heads, online_max, rope_heads, scale_mask_max, exp_row,
-                           sum_squares4};
+                           swiglu_row, sum_squares4};
 
 }  // namespace
 

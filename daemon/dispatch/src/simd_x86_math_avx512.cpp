@@ -298,6 +298,15 @@ SPITE_AVX512 double exp_row_avx512(float* s, std::int64_t n, float max) {
   return sum;
 }
 
+SPITE_AVX512 void swiglu_row_avx512(const float* g, const float* u, float* h, std::int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+  for (std::int64_t i = 0; i < n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(g + i);
+    const __m512 e = expf16(_mm512_sub_ps(zero, x));
+    _mm512_storeu_ps(h + i, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_loadu_ps(u + i)));
+  }
+}
+
 SPITE_AVX512 std::int64_t exp_nonpositive_avx512(const float* x, float* y, std::int64_t n, const std::int64_t* table) {
   const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 8);
   const __m512i t2 = _mm512_loadu_si512(table + 16), t3 = _mm512_loadu_si512(table + 24);

@@ -34,6 +34,8 @@ std::int64_t exp_nonpositive_avx512(const float* x, float* y, std::int64_t n, co
 // simd_math::online_max over the whole 16-key chunks of n: keys [0, returned), `max` carried
 // through them; the caller takes the rest.
 std::int64_t online_max_avx512(float* weight, float* rescale, std::int64_t n, float scale, float& max);
+// simd_math::swiglu_row with swiglu16's operations on 16 lanes at once.
+void swiglu_row_avx512(const float* g, const float* u, float* h, std::int64_t n);
 // simd_math::scale_mask_max in 16-wide registers.
 float scale_mask_max_avx512(float* s, std::int64_t n, float scale, const std::uint8_t* visible);
 

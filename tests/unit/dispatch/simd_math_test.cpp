@@ -10,6 +10,7 @@
 
 #include "cpu_kernels.hpp"
 #include "ref_math.hpp"
+#include "ref_quant.hpp"
 #include "simd_math.hpp"
 #include "spite/core/half.hpp"
 
@@ -109,5 +110,25 @@ TEST_CASE("the SIMD SwiGLU gives the reference's bits on vector lanes") {
       INFO(g[l]);
       REQUIRE(same_bits(h[l], cpu::ref_silu(g[l], true) * u[l]));
     }
+  }
+  // A row's chunks in one call (the AVX-512 registers where the processor has them, and the
+  // AVX2 ones), with the same bits.
+  if (simd->swiglu_row != nullptr) {
+    for (const bool avx512 : {true, false}) {
+      cpu::set_avx512(avx512);
+      INFO("AVX-512 " << (avx512 ? "allowed" : "off"));
+      for (const std::int64_t n : {16, 64, 176}) {
+        std::vector<float> g(static_cast<std::size_t>(n)), u(g.size()), h(g.size());
+        for (std::size_t i = 0; i < g.size(); ++i) {
+          g[i] = normal(rng) * (i % 13 == 0 ? 30.0f : 1.0f);
+          u[i] = normal(rng);
+        }
+        simd->swiglu_row(g.data(), u.data(), h.data(), n);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < g.size(); ++i) differ += !same_bits(h[i], cpu::ref_silu(g[i], true) * u[i]);
+        CHECK(differ == 0);
+      }
+    }
+    cpu::set_avx512(true);
   }
 }
