@@ -342,6 +342,43 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     INFO("gemm " << m << " x " << k << " x " << n);
     for (std::size_t i = 0; i < c.size(); ++i) REQUIRE(same_bits(c[i], expected[i]));
   }
+  // A tile row's scale, mask and maximum, and its exps in one call: the scalar loops' bits
+  // (the maximum's value; scores that are not NaN), both instruction sets.
+  if (simd->scale_mask_max != nullptr && simd->exp_row != nullptr) {
+    for (const bool avx512 : {true, false}) {
+      spite::dispatch::cpu::set_avx512(avx512);
+      for (int round = 0; round < 50; ++round) {
+        INFO("AVX-512 " << (avx512 ? "allowed" : "off") << ", round " << round);
+        std::vector<float> row(64), want(64);
+        std::vector<std::uint8_t> visible(64);
+        for (std::size_t j = 0; j < row.size(); ++j) {
+          row[j] = normal(rng) * 8.0f;
+          visible[j] = (j * 7 + static_cast<std::size_t>(round)) % 5 != 0 ? 1 : 0;
+        }
+        const bool masked = round % 2 == 0;
+        float max_want = -INFINITY;
+        for (std::size_t j = 0; j < row.size(); ++j) {
+          want[j] = masked && visible[j] == 0 ? -INFINITY : row[j] * 0.125f;
+          max_want = std::max(max_want, want[j]);
+        }
+        std::vector<float> got = row;
+        CHECK(simd->scale_mask_max(got.data(), 64, 0.125f, masked ? visible.data() : nullptr) == max_want);
+        std::size_t differ = 0;
+        for (std::size_t j = 0; j < row.size(); ++j) differ += !same_bits(got[j], want[j]);
+        CHECK(differ == 0);
+        double sum_want = 0.0;
+        for (std::int64_t j = 0; j < 64; j += 16) {
+          for (int l = 0; l < 16; ++l) want[static_cast<std::size_t>(j + l)] = cpu::ref_expf(want[static_cast<std::size_t>(j + l)] - max_want);
+          sum_want += cpu::reduce16(want.data() + j);
+        }
+        CHECK(simd->exp_row(got.data(), 64, max_want) == sum_want);
+        differ = 0;
+        for (std::size_t j = 0; j < row.size(); ++j) differ += !same_bits(got[j], want[j]);
+        CHECK(differ == 0);
+      }
+    }
+    spite::dispatch::cpu::set_avx512(true);
+  }
   // The softmax's pass over the scores: rising runs (a new maximum in most lanes), ties with the
   // maximum, signed zeros, infinities, a NaN, and lengths off its 8-key chunks, from -inf and
   // from a running maximum.
