@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "spite/bench/bench.hpp"
 #include "spite/dispatch/tensor.hpp"
 #include "spite/core/half.hpp"
+#include "spite/core/page_memory.hpp"
 #include "spite/core/thread_pool.hpp"
 #include "spite/dispatch/ops.hpp"
 
@@ -62,7 +64,12 @@ result<attention_report> run_attention_bench(const attention_options& o) {
     return make_error(errc::invalid_argument, "bench --attention --cold: two copies of this cache exceed 8 GiB");
   }
   r.copies = static_cast<int>(copies);
-  std::vector<std::uint16_t> k(kv_elements * copies), v(kv_elements * copies);
+  // In memory as the daemon's cache lies (spite/core/page_memory.hpp: huge pages where allowed).
+  const std::size_t n_kv_elements = kv_elements * copies;
+  const page_memory k_memory = map_zeroed_pages(n_kv_elements * sizeof(std::uint16_t));
+  const page_memory v_memory = map_zeroed_pages(n_kv_elements * sizeof(std::uint16_t));
+  const std::span k(reinterpret_cast<std::uint16_t*>(k_memory.get()), n_kv_elements);
+  const std::span v(reinterpret_cast<std::uint16_t*>(v_memory.get()), n_kv_elements);
   const std::size_t distinct = std::min<std::size_t>(kv_elements, std::size_t{1} << 20);
   for (std::size_t i = 0; i < distinct; ++i) {
     k[i] = fp32_to_fp16(normal(rng) * 0.5f);

@@ -13,6 +13,8 @@
 #include <new>
 #include <vector>
 
+#include "spite/core/page_memory.hpp"
+
 namespace spite::dispatch::cpu {
 
 inline constexpr std::size_t cache_line = 64;
@@ -57,10 +59,9 @@ inline void release_uncarved(const carving_region& c) {
 
 // `n` zeroed bytes on a cache line, shared (the load-time packed copies of weights: their blocks
 // are laid out so that the quants sit on 32-byte boundaries when the buffer does). From
-// 2 MiB up they are a mapping of their own starting on a 2 MiB boundary, which the kernel may
-// back with transparent huge pages (it is asked to; "madvise" is a common system setting):
-// a packed matrix then costs a few hundred page faults at load instead of one per 4 KiB, and
-// decode, which streams it, far fewer TLB misses. Fresh anonymous pages are zero already.
+// 2 MiB up they are a mapping of their own in huge pages where the system allows
+// (spite/core/page_memory.hpp): a packed matrix then costs a few hundred page faults at load
+// instead of one per 4 KiB, and decode, which streams it, far fewer TLB misses.
 inline std::shared_ptr<std::byte[]> make_aligned_bytes(std::size_t n) {
   if (carving_region* c = current_carving; c != nullptr) {
     // On a cache line as any other buffer (the AVX-512 tiles load packed blocks aligned): parts
@@ -72,19 +73,7 @@ inline std::shared_ptr<std::byte[]> make_aligned_bytes(std::size_t n) {
       return {c->region, p};  // shares the region's ownership
     }
   }
-  constexpr std::size_t huge = std::size_t{2} << 20;
-  if (n >= huge) {
-    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    const std::size_t len = (n + page - 1) / page * page;
-    void* region = ::mmap(nullptr, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (region == MAP_FAILED) throw std::bad_alloc();
-    const auto base = reinterpret_cast<std::uintptr_t>(region);
-    const std::uintptr_t start = (base + huge - 1) / huge * huge, end = start + len;
-    if (start > base) ::munmap(region, start - base);
-    if (base + len + huge > end) ::munmap(reinterpret_cast<void*>(end), base + len + huge - end);
-    (void)::madvise(reinterpret_cast<void*>(start), len, MADV_HUGEPAGE);  // advice: fine to be refused
-    return {reinterpret_cast<std::byte*>(start), [len](std::byte* q) { ::munmap(q, len); }};
-  }
+  if (n >= (std::size_t{2} << 20)) return map_zeroed_pages(n);
   auto* p = static_cast<std::byte*>(::operator new(n, std::align_val_t{cache_line}));
   std::memset(p, 0, n);
   return {p, [](std::byte* q) { ::operator delete(q, std::align_val_t{cache_line}); }};

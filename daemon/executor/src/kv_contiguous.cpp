@@ -5,13 +5,16 @@
 // them all before the layer attends, so window + max_batch cells always hold what it needs.
 // Cells not written yet carry a position past any query and are masked. A sequence's positions
 // must grow without gaps. With kv_layout::value_in_key (latent attention: K = [c | k_pe], V = c)
-// the values are read inside the key rows and not stored a second time.
+// the values are read inside the key rows and not stored a second time. A sequence's layers
+// lie in one mapping of their own (huge pages where the system allows): attention at depth
+// reads a kv head's slice of every row, a stride that touched a new 4 KiB page every few rows.
 #include <algorithm>
 #include <limits>
 #include <numeric>
 
 #include "kv_kinds.hpp"
 #include "spite/core/half.hpp"
+#include "spite/core/page_memory.hpp"
 
 namespace spite::executor {
 namespace {
@@ -90,21 +93,20 @@ class contiguous_f16 final : public kv_memory {
     const auto l = static_cast<std::size_t>(layer);
     const std::int64_t cell = current_.pos[static_cast<std::size_t>(index)] % cells_[l];
     const std::int64_t kw = layout_.k_width[l], vw = layout_.v_width[l];
-    std::uint16_t* kd = s.k[l].data() + cell * kw;
-    fp32_to_fp16_row(k, kd, kw);
+    fp32_to_fp16_row(k, s.k[l] + cell * kw, kw);
     if (layout_.value_in_key) return;
-    fp32_to_fp16_row(v, s.v[l].data() + cell * vw, vw);
+    fp32_to_fp16_row(v, s.v[l] + cell * vw, vw);
   }
 
   models::kv_view view(int layer, std::int32_t seq) const override {
     const seq_state& s = seqs_[static_cast<std::size_t>(seq)];
     if (s.k.empty()) return {};
     const auto l = static_cast<std::size_t>(layer);
-    const std::uint16_t* v = layout_.value_in_key ? s.k[l].data() : s.v[l].data();
+    const std::uint16_t* v = layout_.value_in_key ? s.k[l] : s.v[l];
     const std::int64_t v_stride = layout_.value_in_key ? layout_.k_width[l] : 0;
     const std::int64_t k_stride = layout_.k_width[l];
-    if (!s.cell_pos[l].empty()) return {s.k[l].data(), v, s.cell_pos[l].data(), s.used[l], v_stride, k_stride};
-    return {s.k[l].data(), v, positions_.data(), s.length, v_stride, k_stride};
+    if (!s.cell_pos[l].empty()) return {s.k[l], v, s.cell_pos[l].data(), s.used[l], v_stride, k_stride};
+    return {s.k[l], v, positions_.data(), s.length, v_stride, k_stride};
   }
 
   result<void> seq_rm(std::int32_t seq, std::int32_t p0, std::int32_t p1) override {
@@ -148,10 +150,10 @@ class contiguous_f16 final : public kv_memory {
       return make_error(errc::unsupported, "a sliding-window memory copies whole sequences only");
     }
     allocate(to);
-    for (std::size_t l = 0; l < to.k.size(); ++l) {
+    for (std::size_t l = 0; l < to.k.size() && !from.k.empty(); ++l) {
       const std::int64_t n = to.cell_pos[l].empty() ? end : cells_[l];
-      std::copy_n(from.k[l].begin(), n * layout_.k_width[l], to.k[l].begin());
-      if (!layout_.value_in_key) std::copy_n(from.v[l].begin(), n * layout_.v_width[l], to.v[l].begin());
+      std::copy_n(from.k[l], n * layout_.k_width[l], to.k[l]);
+      if (!layout_.value_in_key) std::copy_n(from.v[l], n * layout_.v_width[l], to.v[l]);
       if (!from.cell_pos.empty()) {
         to.cell_pos[l] = from.cell_pos[l];
         to.used[l] = from.used[l];
@@ -176,41 +178,53 @@ class contiguous_f16 final : public kv_memory {
     for (auto& s : seqs_) reset(s);
   }
 
-  std::size_t bytes_when_full() const override {
-    std::size_t per_seq = 0;
-    for (std::size_t l = 0; l < layout_.k_width.size(); ++l) {
-      const std::int64_t v_width = layout_.value_in_key ? 0 : layout_.v_width[l];
-      per_seq += static_cast<std::size_t>((layout_.k_width[l] + v_width) * cells_[l]) * 2;
-    }
-    return per_seq * static_cast<std::size_t>(layout_.n_seq_max);
-  }
+  std::size_t bytes_when_full() const override { return bytes_per_seq() * static_cast<std::size_t>(layout_.n_seq_max); }
 
   std::size_t bytes() const override {
     std::size_t n = 0;
     for (const auto& s : seqs_) {
-      for (const auto& k : s.k) n += k.size() * 2;
-      for (const auto& v : s.v) n += v.size() * 2;
+      if (!s.k.empty()) n += bytes_per_seq();
     }
     return n;
   }
 
  private:
   struct seq_state {
-    std::vector<std::vector<std::uint16_t>> k, v;  // per layer [width, cells]
+    page_memory storage;                              // every layer's keys and values
+    std::vector<std::uint16_t*> k, v;                 // per layer [cells, width] in storage
     std::vector<std::vector<std::int32_t>> cell_pos;  // ring layers: the position in each cell
     std::vector<std::int32_t> used;                   // ring layers: cells written so far
     std::int32_t length = 0;
   };
+  // Layer l's keys, then its values, each starting on a cache line.
+  std::size_t elements(std::int64_t width, std::size_t l) const {
+    constexpr std::size_t line = 64 / sizeof(std::uint16_t);
+    return (static_cast<std::size_t>(width * cells_[l]) + line - 1) / line * line;
+  }
+  std::size_t bytes_per_seq() const {
+    std::size_t n = 0;
+    for (std::size_t l = 0; l < cells_.size(); ++l) {
+      n += elements(layout_.k_width[l], l);
+      if (!layout_.value_in_key) n += elements(layout_.v_width[l], l);
+    }
+    return n * sizeof(std::uint16_t);
+  }
   void allocate(seq_state& s) {
     if (!s.k.empty()) return;
     const auto L = static_cast<std::size_t>(layout_.n_layer);
+    s.storage = map_zeroed_pages(bytes_per_seq());
+    auto* at = reinterpret_cast<std::uint16_t*>(s.storage.get());
     s.k.resize(L);
-    s.v.resize(L);
+    s.v.assign(L, nullptr);
     s.cell_pos.resize(L);
     s.used.assign(L, 0);
     for (std::size_t l = 0; l < L; ++l) {
-      s.k[l].resize(static_cast<std::size_t>(layout_.k_width[l] * cells_[l]));
-      if (!layout_.value_in_key) s.v[l].resize(static_cast<std::size_t>(layout_.v_width[l] * cells_[l]));
+      s.k[l] = at;
+      at += elements(layout_.k_width[l], l);
+      if (!layout_.value_in_key) {
+        s.v[l] = at;
+        at += elements(layout_.v_width[l], l);
+      }
       if (cells_[l] < layout_.n_ctx) s.cell_pos[l].assign(static_cast<std::size_t>(cells_[l]), empty_cell);
     }
   }

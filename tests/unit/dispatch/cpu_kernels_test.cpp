@@ -413,11 +413,11 @@ TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4
       // 8 rows: a group's super-block is the file's 8 x 210 bytes, row 9's d second in the
       // second; its sc[3] at 16 + 16 + 2 + 1; the low nibbles of its elements 4..7 (chunk 1) in
       // the second low vector of group 0, bytes 4..7.
-      const auto& row9 = *reinterpret_cast<const spite::gguf::block_q6_K*>(q6_24.w.row(9));
-      CHECK(std::memcmp(q6_24.w.packed + 1680 + 2, &row9.d, 2) == 0);
-      CHECK(static_cast<std::int8_t>(q6_24.w.packed[1680 + 16 + 16 + 2 + 1]) == row9.scales[3]);
+      const auto& q6_row9 = *reinterpret_cast<const spite::gguf::block_q6_K*>(q6_24.w.row(9));
+      CHECK(std::memcmp(q6_24.w.packed + 1680 + 2, &q6_row9.d, 2) == 0);
+      CHECK(static_cast<std::int8_t>(q6_24.w.packed[1680 + 16 + 16 + 2 + 1]) == q6_row9.scales[3]);
       for (int i = 0; i < 4; ++i) {
-        CHECK((static_cast<int>(q6_24.w.packed[1680 + 144 + 32 + 4 + i]) & 0xF) == (row9.ql[4 + i] & 0xF));
+        CHECK((static_cast<int>(q6_24.w.packed[1680 + 144 + 32 + 4 + i]) & 0xF) == (q6_row9.ql[4 + i] & 0xF));
       }
     }
     if (vnni) {

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "shared_data.hpp"
+#include "spite/core/half.hpp"
 #include "spite/executor/context.hpp"
 #include "spite/executor/memory_estimate.hpp"
 #include "spite/gguf/file.hpp"
@@ -263,4 +264,55 @@ TEST_CASE("deepseek4: window keys in a ring and compressed keys built across ste
   auto& mem = (*ctx)->memory();
   CHECK_FALSE(mem.seq_rm(0, 100, -1).ok());
   CHECK(mem.seq_rm(0, -1, -1).ok());
+}
+
+TEST_CASE("contiguous memory: a sequence's layers lie in one mapping of their own, allocated on first use", "[executor][kv]") {
+  executor::kv_layout layout;
+  layout.n_layer = 3;
+  layout.k_width = {256, 256, 256};
+  layout.v_width = {256, 256, 256};
+  layout.state_width = {0, 0, 0};
+  layout.n_ctx = 2048;  // 1 MiB of keys per layer: 6 MiB per sequence
+  layout.n_seq_max = 2;
+  auto made = executor::make_kv_memory("contiguous_f16", layout);
+  REQUIRE(made.ok());
+  executor::kv_memory& mem = **made;
+  CHECK(mem.bytes() == 0);
+  CHECK(mem.bytes_when_full() == 2 * 6 * (std::size_t{1} << 20));
+  // Copying from a sequence that holds nothing yet gives an empty sequence.
+  REQUIRE(mem.seq_cp(0, 1, 0, -1).ok());
+  CHECK(mem.seq_pos_max(1) == -1);
+
+  const std::vector<std::int32_t> tokens{5, 6}, pos{0, 1}, seq{1, 1}, outputs{1};
+  const models::batch_view b{tokens, pos, seq, outputs};
+  auto plan = mem.prepare(b);
+  REQUIRE(plan.ok());
+  mem.apply(*plan);
+  CHECK(mem.bytes() == mem.bytes_when_full() / 2);
+  std::vector<float> k(256), v(256);
+  for (int layer = 0; layer < 3; ++layer) {
+    for (std::int64_t i = 0; i < 2; ++i) {
+      for (std::size_t e = 0; e < 256; ++e) {
+        k[e] = static_cast<float>(layer * 500 + i * 200 + static_cast<std::int64_t>(e));
+        v[e] = -k[e];
+      }
+      mem.store(layer, i, k.data(), v.data());
+    }
+  }
+  const auto first = reinterpret_cast<std::uintptr_t>(mem.view(0, 1).k);
+  CHECK(first % (std::uintptr_t{2} << 20) == 0);  // on a huge page's boundary
+  for (int layer = 0; layer < 3; ++layer) {
+    const models::kv_view view = mem.view(layer, 1);
+    REQUIRE(view.n == 2);
+    // Every layer's rows inside the sequence's 6 MiB, the values after the keys.
+    CHECK(reinterpret_cast<std::uintptr_t>(view.k) - first < (std::uintptr_t{6} << 20));
+    CHECK(reinterpret_cast<std::uintptr_t>(view.v) - first < (std::uintptr_t{6} << 20));
+    CHECK(view.v > view.k);
+    for (std::int64_t i = 0; i < 2; ++i) {
+      const float key = static_cast<float>(layer * 500 + i * 200 + 255);
+      CHECK(fp16_to_fp32(view.k[i * 256 + 255]) == key);
+      CHECK(fp16_to_fp32(view.v[i * 256 + 255]) == -key);
+    }
+  }
+  CHECK(mem.view(0, 0).k == nullptr);  // sequence 0 never used: nothing mapped for it
 }
