@@ -46,6 +46,10 @@ int parse_int(const args& a, const char* name, int fallback, int lo, int hi, boo
 
 // The probes of the run: memory bandwidth, f32 FMA peak, and the 8-bit multiply peak where measured.
 void print_machine(const json& r) {
+  if (r.value("bandwidth_gb_per_s", 0.0) <= 0) {
+    std::printf("machine    : not probed (--no-probes)\n");
+    return;
+  }
   std::printf("machine    : %.1f GB/s memory bandwidth, %.1f GFLOP/s f32 FMA peak", r.value("bandwidth_gb_per_s", 0.0),
               r.value("peak_gflop_per_s", 0.0));
   if (r.value("peak_int8_gop_per_s", 0.0) > 0) std::printf(", %.1f G 8-bit ops/s", r.value("peak_int8_gop_per_s", 0.0));
@@ -101,19 +105,23 @@ void print_report(const json& r) {
   std::printf("threads    : %d, repetitions %d, load %.3f s, rss %s%s\n", r.value("threads", 0), r.value("reps", 0),
               r.value("load_s", 0.0), human_bytes(r.value("rss_bytes", 0ULL)).c_str(), kernels_note(r).c_str());
   print_machine(r);
-  std::printf("%-12s %18s   %s\n", "test", "tokens/s", "of the machine");
+  const bool probed = r.value("bandwidth_gb_per_s", 0.0) > 0;
+  std::printf("%-12s %18s%s\n", "test", "tokens/s", probed ? "   of the machine" : "");
   if (r.value("n_prompt", 0) > 0) {
-    std::printf("%-12s %18s   %.1f%% of peak FLOP/s, %.1f%% of the compute roofline\n",
-                ("pp" + std::to_string(r.value("n_prompt", 0))).c_str(), tps(r["pp_tokens_per_s"]).c_str(),
-                100.0 * r.value("prefill_peak_fraction", 0.0), 100.0 * r.value("prefill_roofline_fraction", 0.0));
+    std::printf("%-12s %18s", ("pp" + std::to_string(r.value("n_prompt", 0))).c_str(), tps(r["pp_tokens_per_s"]).c_str());
+    if (probed) {
+      std::printf("   %.1f%% of peak FLOP/s, %.1f%% of the compute roofline", 100.0 * r.value("prefill_peak_fraction", 0.0),
+                  100.0 * r.value("prefill_roofline_fraction", 0.0));
+    }
+    std::printf("\n");
     print_profile(r.value("prefill_profile", json::object()), "a prefill of " + std::to_string(r.value("n_prompt", 0)) + " tokens", true);
   }
   if (r.value("n_gen", 0) > 0) {
     std::string name = "tg" + std::to_string(r.value("n_gen", 0));
     if (r.value("parallel", 1) > 1) name += " x" + std::to_string(r.value("parallel", 1));
     if (r.value("depth", 0) > 0) name += " @ d" + std::to_string(r.value("depth", 0));
-    std::printf("%-12s %18s   %.1f%% of the bandwidth roofline", name.c_str(), tps(r["tg_tokens_per_s"]).c_str(),
-                100.0 * r.value("decode_roofline_fraction", 0.0));
+    std::printf("%-12s %18s", name.c_str(), tps(r["tg_tokens_per_s"]).c_str());
+    if (probed) std::printf("   %.1f%% of the bandwidth roofline", 100.0 * r.value("decode_roofline_fraction", 0.0));
     // Each repetition against the bandwidth probed right after it.
     if (const json runs = r.value("decode_roofline_fraction_runs", json::object()); runs.value("max", 0.0) > runs.value("min", 0.0)) {
       std::printf(" (%.1f-%.1f%% by repetition)", 100.0 * runs.value("min", 0.0), 100.0 * runs.value("max", 0.0));

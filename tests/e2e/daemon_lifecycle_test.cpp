@@ -397,6 +397,9 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   CHECK_THAT(text.out, Catch::Contains("pp16"));
   CHECK_THAT(text.out, Catch::Contains("tg8 @ d24"));
   CHECK_THAT(text.out, !Catch::Contains("one sequence"));  // one sequence: nothing to compare with
+  // Without probes there is no measured bandwidth or peak: no fraction of one is printed.
+  CHECK_THAT(text.out, Catch::Contains("not probed"));
+  CHECK_THAT(text.out, !Catch::Contains("% of"));
   const auto parallel_text = run_process({SPITECTL_PATH, "bench", "--model", "stories", "--socket", socket.string(), "-p",
                                           "0", "-n", "8", "-r", "1", "--parallel", "2", "--no-probes"});
   CHECK(parallel_text.exit_code == 0);
