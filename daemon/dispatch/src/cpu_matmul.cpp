@@ -177,11 +177,20 @@ void matmul_parts(std::span<const weight* const> parts, const float* x, std::int
     // Written in full by the matmul: no zeroing on the decode path.
     const auto y = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(rows * n_tokens));
     matmul(run, x, n_tokens, y.get(), pool);
-    std::int64_t at = 0;
-    for (std::size_t k = i; k < j; ++k) {
-      const std::int64_t out = parts[k]->out;
-      for (std::int64_t t = 0; t < n_tokens; ++t) std::copy_n(y.get() + t * rows + at, out, ys[k] + t * out);
-      at += out;
+    // Each token's row of the run into the parts' outputs: on every thread for a large batch
+    // (a 512-token prefill's gate and up are 23 MB to move), on the caller's for decode.
+    const auto split_rows = [&](std::int64_t t0, std::int64_t t1) {
+      std::int64_t at = 0;
+      for (std::size_t k = i; k < j; ++k) {
+        const std::int64_t out = parts[k]->out;
+        for (std::int64_t t = t0; t < t1; ++t) std::copy_n(y.get() + t * rows + at, out, ys[k] + t * out);
+        at += out;
+      }
+    };
+    if (rows * n_tokens >= (std::int64_t{1} << 18)) {  // from 1 MiB: more than a job's start costs
+      pool.parallel_for(n_tokens, [&](std::int64_t t0, std::int64_t t1, int) { split_rows(t0, t1); });
+    } else {
+      split_rows(0, n_tokens);
     }
     i = j;
   }

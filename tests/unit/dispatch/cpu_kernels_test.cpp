@@ -561,7 +561,8 @@ TEST_CASE("matrices packed inside packing_together lie together from the start, 
   CHECK_FALSE(spite::dispatch::packed_together(packed[2], later));
   spite::thread_pool pool(2);
   const std::vector<const spite::dispatch::weight*> run{&packed[0], &packed[1], &packed[2]};
-  for (const std::int64_t n_tokens : {1, 5}) {
+  // 103 tokens: the run's output (2560 x 103 floats, over 1 MiB) goes to the parts on every thread.
+  for (const std::int64_t n_tokens : {1, 5, 103}) {
     INFO("tokens " << n_tokens);
     const std::vector<float> x = random_activations(in, n_tokens, rng);
     std::vector<std::vector<float>> want, got;
