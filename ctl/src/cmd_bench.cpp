@@ -166,11 +166,13 @@ void print_matmul_report(const json& r) {
   if (r.value("bandwidth_gb_per_s", 0.0) > 0) print_machine(r);
   std::printf("time       : %.3f ms median (min %.3f, max %.3f)\n", ms.value("median", 0.0), ms.value("min", 0.0),
               ms.value("max", 0.0));
-  std::printf("compute    : %.1f GFLOP/s, %.1f%% of peak FLOP/s", r.value("gflop_per_s", 0.0), 100.0 * r.value("peak_fraction", 0.0));
+  std::printf("compute    : %.1f GFLOP/s", r.value("gflop_per_s", 0.0));
+  if (r.value("peak_gflop_per_s", 0.0) > 0) std::printf(", %.1f%% of peak FLOP/s", 100.0 * r.value("peak_fraction", 0.0));
   if (r.value("peak_int8_gop_per_s", 0.0) > 0) std::printf(", %.1f%% of the 8-bit peak", 100.0 * r.value("int8_peak_fraction", 0.0));
   std::printf("\n");
-  std::printf("weights    : %.2f GB/s, %.1f%% of the bandwidth\n", r.value("weight_gb_per_s", 0.0),
-              100.0 * r.value("bandwidth_fraction", 0.0));
+  std::printf("weights    : %.2f GB/s", r.value("weight_gb_per_s", 0.0));
+  if (r.value("bandwidth_gb_per_s", 0.0) > 0) std::printf(", %.1f%% of the bandwidth", 100.0 * r.value("bandwidth_fraction", 0.0));
+  std::printf("\n");
   if (r.value("plain_read_fraction", 0.0) > 0) {
     const json& plain = r["plain_read_ms"];
     std::printf("plain read : %.3f ms median (min %.3f) for the same bytes through the same threads, in turns: the product "

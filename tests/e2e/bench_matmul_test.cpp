@@ -70,6 +70,7 @@ TEST_CASE("bench --matmul times one kernel of any type and reports its GFLOP/s a
   CHECK(text.exit_code == 0);
   CHECK(text.out.find("Q4_0, 32 x 64") != std::string::npos);
   CHECK(text.out.find("GFLOP/s") != std::string::npos);
+  CHECK(text.out.find("% of") == std::string::npos);  // no probes: no fraction of a peak or bandwidth
 }
 
 TEST_CASE("bench reports the instruction set its CPU kernels use, and the AVX-512 switch moves it") {
