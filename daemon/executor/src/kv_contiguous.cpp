@@ -150,7 +150,11 @@ class contiguous_f16 final : public kv_memory {
       return make_error(errc::unsupported, "a sliding-window memory copies whole sequences only");
     }
     allocate(to);
-    for (std::size_t l = 0; l < to.k.size() && !from.k.empty(); ++l) {
+    if (from.k.empty()) {  // nothing stored yet: the copy is an empty sequence
+      reset(to);
+      return ok();
+    }
+    for (std::size_t l = 0; l < to.k.size(); ++l) {
       const std::int64_t n = to.cell_pos[l].empty() ? end : cells_[l];
       std::copy_n(from.k[l], n * layout_.k_width[l], to.k[l]);
       if (!layout_.value_in_key) std::copy_n(from.v[l], n * layout_.v_width[l], to.v[l]);

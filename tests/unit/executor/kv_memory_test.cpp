@@ -316,3 +316,28 @@ TEST_CASE("contiguous memory: a sequence's layers lie in one mapping of their ow
   }
   CHECK(mem.view(0, 0).k == nullptr);  // sequence 0 never used: nothing mapped for it
 }
+
+TEST_CASE("contiguous memory: copying an empty sequence over a used one empties it, ring layers too", "[executor][kv]") {
+  executor::kv_layout layout;
+  layout.n_layer = 2;
+  layout.k_width = {64, 64};
+  layout.v_width = {64, 64};
+  layout.state_width = {0, 0};
+  layout.n_ctx = 64;
+  layout.n_seq_max = 2;
+  layout.window = {4, 0};  // layer 0: a ring of 4 + max_batch cells
+  layout.max_batch = 4;
+  auto made = executor::make_kv_memory("contiguous_f16", layout);
+  REQUIRE(made.ok());
+  executor::kv_memory& mem = **made;
+  const std::vector<std::int32_t> tokens{1, 2, 3}, pos{0, 1, 2}, seq{1, 1, 1}, outputs{2};
+  auto plan = mem.prepare(models::batch_view{tokens, pos, seq, outputs});
+  REQUIRE(plan.ok());
+  mem.apply(*plan);
+  REQUIRE(mem.view(0, 1).n == 3);  // the ring layer's cells in use
+  REQUIRE(mem.view(1, 1).n == 3);
+  REQUIRE(mem.seq_cp(0, 1, 0, -1).ok());  // sequence 0 holds nothing
+  CHECK(mem.seq_pos_max(1) == -1);
+  CHECK(mem.view(0, 1).n == 0);
+  CHECK(mem.view(1, 1).n == 0);
+}
