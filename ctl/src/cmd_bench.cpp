@@ -139,6 +139,10 @@ void print_report(const json& r) {
         std::printf(" (%.1f-%.1f%% by repetition)", 100.0 * runs.value("min", 0.0), 100.0 * runs.value("max", 0.0));
       }
       std::printf("\n");
+      // The same bytes as one read: what the op boundaries alone cost the plain read.
+      if (const json stream = r.value("token_stream_gb_per_s", json::object()); stream.value("median", 0.0) > 0) {
+        std::printf("             the same bytes as one read, without the ops' boundaries: %.1f GB/s\n", stream.value("median", 0.0));
+      }
     }
     print_profile(r.value("profile", json::object()), "a decode step", false);
     // One sequence alone, timed in the same repetitions: what the parallel total is a multiple of.

@@ -346,6 +346,7 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   CHECK(l.value("token_read_ops", 0) == 36);
   const json reads = l.at("token_read_gb_per_s"), paces = l.at("decode_of_token_read_runs");
   CHECK(reads.value("min", 0.0) > 0);
+  CHECK(l.at("token_stream_gb_per_s").value("min", 0.0) > 0);  // the same bytes as one read
   CHECK(paces.value("min", 0.0) > 0);
   CHECK(paces.value("min", 0.0) <= l.value("decode_of_token_read", -1.0));
   CHECK(l.value("decode_of_token_read", 0.0) <= paces.value("max", -1.0));

@@ -102,6 +102,27 @@ void read_through(thread_pool& pool, const std::byte* p, std::size_t bytes, std:
   });
 }
 
+void read_ranges_through(thread_pool& pool, std::span<const byte_range> ranges, std::atomic<std::uint64_t>& sink) {
+  constexpr std::size_t align = 32, chunk_bytes = 16u << 10;
+  struct chunk {
+    const std::uint64_t* words;
+    std::size_t n;
+  };
+  std::vector<chunk> chunks;
+  for (const byte_range& r : ranges) {
+    const auto at = reinterpret_cast<std::uintptr_t>(r.begin);
+    const std::uintptr_t begin = (at + align - 1) & ~std::uintptr_t{align - 1}, end = (at + r.bytes) & ~std::uintptr_t{align - 1};
+    for (std::uintptr_t c = begin; c < end; c += chunk_bytes) {
+      chunks.push_back({reinterpret_cast<const std::uint64_t*>(c), (std::min<std::uintptr_t>(end, c + chunk_bytes) - c) / sizeof(std::uint64_t)});
+    }
+  }
+  pool.parallel_for(static_cast<std::int64_t>(chunks.size()), [&](std::int64_t b, std::int64_t e, int) {
+    std::uint64_t sum = 0;
+    for (std::int64_t i = b; i < e; ++i) sum += sum_words(chunks[static_cast<std::size_t>(i)].words, chunks[static_cast<std::size_t>(i)].n);
+    sink.fetch_add(sum, std::memory_order_relaxed);
+  });
+}
+
 }  // namespace detail
 
 namespace {

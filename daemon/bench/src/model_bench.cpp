@@ -78,6 +78,21 @@ double time_token_reads(const std::vector<detail::step_recorder::range>& ranges,
   return seconds_since(t0) / std::max(1, done);
 }
 
+// The same bytes as one read per step (read_ranges_through: no op boundaries), as many steps.
+double time_token_stream(const std::vector<detail::step_recorder::range>& ranges, std::int32_t steps, thread_pool& pool) {
+  std::vector<detail::byte_range> all;
+  all.reserve(ranges.size());
+  for (const detail::step_recorder::range& r : ranges) all.push_back({r.begin, r.bytes});
+  std::atomic<std::uint64_t> sink{0};
+  const auto t0 = clock_type::now();
+  std::int32_t done = 0;
+  while (done < steps && (done == 0 || seconds_since(t0) < 1.0)) {
+    detail::read_ranges_through(pool, all, sink);
+    ++done;
+  }
+  return seconds_since(t0) / std::max(1, done);
+}
+
 }  // namespace
 
 spread spread::of(std::vector<double> v) {
@@ -144,7 +159,7 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   std::uniform_int_distribution<std::int32_t> any_token(0, static_cast<std::int32_t>(hp.n_vocab - 1));
   const auto cancelled = [&] { return o.cancelled && o.cancelled(); };
   const auto stop = [] { return make_error(errc::busy, "bench cancelled"); };
-  std::vector<double> pp, tg, tg_single, scalings, bandwidths, decode_fractions, read_gbs, read_fractions;
+  std::vector<double> pp, tg, tg_single, scalings, bandwidths, decode_fractions, read_gbs, stream_gbs, read_fractions;
   executor::batch b;
   // Decode tokens/s in total of `n_seq` sequences, each from `depth` tokens of context and one
   // more (untimed), then n_gen steps of one token of each.
@@ -236,6 +251,9 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
             read_gbs.push_back(static_cast<double>(bytes) / read_s / 1e9);
             read_fractions.push_back(read_s * tg.back() / o.parallel);  // read time over decode time per step
           }
+          if (const double stream_s = time_token_stream(token_ranges, o.n_gen, *read_pool); stream_s > 0) {
+            stream_gbs.push_back(static_cast<double>(bytes) / stream_s / 1e9);
+          }
         }
       }
     }
@@ -265,6 +283,7 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
     }
     if (!read_fractions.empty()) {
       r.token_read_gbs = spread::of(read_gbs);
+      r.token_stream_gbs = spread::of(stream_gbs);
       r.decode_of_token_read_runs = spread::of(read_fractions);
       r.decode_of_token_read = r.decode_of_token_read_runs.median;
     }
@@ -336,6 +355,7 @@ nlohmann::json bench_report::to_json() const {
           {"token_read_bytes", token_read_bytes},
           {"token_read_ops", token_read_ops},
           {"token_read_gb_per_s", token_read_gbs.to_json()},
+          {"token_stream_gb_per_s", token_stream_gbs.to_json()},
           {"decode_of_token_read", decode_of_token_read},
           {"decode_of_token_read_runs", decode_of_token_read_runs.to_json()},
           {"profile", decode_profile.to_json()},

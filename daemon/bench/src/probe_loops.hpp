@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -27,6 +28,15 @@ std::uint64_t sum_words(const std::uint64_t* p, std::size_t n);
 // contiguous share, in chunks of 16 KiB), adding the words into sink; the 32-byte aligned part
 // only.
 void read_through(thread_pool& pool, const std::byte* p, std::size_t bytes, std::atomic<std::uint64_t>& sink);
+
+// Several ranges read as one job: every range's 16 KiB chunks in order, each thread a
+// contiguous share of them all, so no thread waits at a range's end as read_through op by op
+// makes it wait at each.
+struct byte_range {
+  const std::byte* begin;
+  std::size_t bytes;
+};
+void read_ranges_through(thread_pool& pool, std::span<const byte_range> ranges, std::atomic<std::uint64_t>& sink);
 
 // A buffer of at least `bytes`, aligned to and advised into 2 MiB pages where the system allows
 // them, as the weights the kernels stream are; null when the allocation fails.

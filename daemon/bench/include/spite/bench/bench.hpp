@@ -126,9 +126,11 @@ struct bench_report {
   // decode_of_token_read is that read's time over the decode's, per step, from the medians: at
   // 1 the kernels cost nothing beyond reading their weights as a plain loop does, op by op, at
   // that minute; the decode kernels fetch ahead, so they may pass it.
+  // token_stream_gbs: the same bytes read as one job per step, each thread a contiguous share
+  // of all of them (no op boundaries): what the op-by-op read loses at the boundaries.
   std::uint64_t token_read_bytes = 0;
   std::size_t token_read_ops = 0;
-  spread token_read_gbs, decode_of_token_read_runs;
+  spread token_read_gbs, token_stream_gbs, decode_of_token_read_runs;
   double decode_of_token_read = 0;
   // With profile: the decode steps' ops (of the parallel run where there are several
   // sequences; JSON "profile") and the prefills' ("prefill_profile").
