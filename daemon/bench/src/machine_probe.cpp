@@ -89,19 +89,6 @@ huge_buffer huge_buffer_of(std::size_t bytes) {
   return b;
 }
 
-void read_through(thread_pool& pool, const std::byte* p, std::size_t bytes, std::atomic<std::uint64_t>& sink) {
-  constexpr std::size_t align = 32, chunk_words = (16u << 10) / sizeof(std::uint64_t);
-  const auto at = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t begin = (at + align - 1) & ~std::uintptr_t{align - 1}, end = (at + bytes) & ~std::uintptr_t{align - 1};
-  if (end <= begin) return;
-  const auto* words = reinterpret_cast<const std::uint64_t*>(begin);
-  const std::size_t n = (end - begin) / sizeof(std::uint64_t);
-  pool.parallel_for(static_cast<std::int64_t>((n + chunk_words - 1) / chunk_words), [&](std::int64_t b, std::int64_t e, int) {
-    const std::size_t from = static_cast<std::size_t>(b) * chunk_words, to = std::min(n, static_cast<std::size_t>(e) * chunk_words);
-    sink.fetch_add(sum_words(words + from, to - from), std::memory_order_relaxed);
-  });
-}
-
 void read_ranges_through(thread_pool& pool, std::span<const byte_range> ranges, std::atomic<std::uint64_t>& sink) {
   constexpr std::size_t align = 32, chunk_bytes = 16u << 10;
   struct chunk {
@@ -121,6 +108,11 @@ void read_ranges_through(thread_pool& pool, std::span<const byte_range> ranges, 
     for (std::int64_t i = b; i < e; ++i) sum += sum_words(chunks[static_cast<std::size_t>(i)].words, chunks[static_cast<std::size_t>(i)].n);
     sink.fetch_add(sum, std::memory_order_relaxed);
   });
+}
+
+void read_through(thread_pool& pool, const std::byte* p, std::size_t bytes, std::atomic<std::uint64_t>& sink) {
+  const byte_range one{p, bytes};
+  read_ranges_through(pool, std::span(&one, 1), sink);
 }
 
 }  // namespace detail

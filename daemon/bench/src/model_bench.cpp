@@ -64,33 +64,35 @@ std::string dominant_type(const gguf::file& file) {
   return best;
 }
 
-// Seconds per step of plain reads of the ranges, op by op, through the pool: up to `steps`
-// steps, fewer once a second has gone (a large model's reads would otherwise double the
-// bench's time; a second of them is as many steps as a decode's minute needs).
-double time_token_reads(const std::vector<detail::step_recorder::range>& ranges, std::int32_t steps, thread_pool& pool) {
-  std::atomic<std::uint64_t> sink{0};
+// Seconds per step of `read_step` (a plain read of a step's weights): up to `steps` steps,
+// fewer once a second has gone (a large model's reads would otherwise double the bench's time;
+// a second of them is as many steps as a decode's minute needs).
+template <class ReadStep>
+double seconds_per_read_step(std::int32_t steps, const ReadStep& read_step) {
   const auto t0 = clock_type::now();
   std::int32_t done = 0;
   while (done < steps && (done == 0 || seconds_since(t0) < 1.0)) {
-    for (const detail::step_recorder::range& r : ranges) detail::read_through(pool, r.begin, r.bytes, sink);
+    read_step();
     ++done;
   }
   return seconds_since(t0) / std::max(1, done);
 }
 
-// The same bytes as one read per step (read_ranges_through: no op boundaries), as many steps.
+// The step's ranges read op by op through the pool.
+double time_token_reads(const std::vector<detail::step_recorder::range>& ranges, std::int32_t steps, thread_pool& pool) {
+  std::atomic<std::uint64_t> sink{0};
+  return seconds_per_read_step(steps, [&] {
+    for (const detail::step_recorder::range& r : ranges) detail::read_through(pool, r.begin, r.bytes, sink);
+  });
+}
+
+// The same bytes as one read per step (read_ranges_through: no op boundaries).
 double time_token_stream(const std::vector<detail::step_recorder::range>& ranges, std::int32_t steps, thread_pool& pool) {
   std::vector<detail::byte_range> all;
   all.reserve(ranges.size());
   for (const detail::step_recorder::range& r : ranges) all.push_back({r.begin, r.bytes});
   std::atomic<std::uint64_t> sink{0};
-  const auto t0 = clock_type::now();
-  std::int32_t done = 0;
-  while (done < steps && (done == 0 || seconds_since(t0) < 1.0)) {
-    detail::read_ranges_through(pool, all, sink);
-    ++done;
-  }
-  return seconds_since(t0) / std::max(1, done);
+  return seconds_per_read_step(steps, [&] { detail::read_ranges_through(pool, all, sink); });
 }
 
 }  // namespace
