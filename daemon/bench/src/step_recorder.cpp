@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "spite/core/thread_pool.hpp"
 #include "spite/gguf/types.hpp"
 
 namespace spite::bench::detail {
@@ -34,14 +35,33 @@ step_recorder::step_recorder(std::shared_ptr<const dispatch::op_table> base)
     : base_(base ? std::move(base)
                  : std::shared_ptr<const dispatch::op_table>(std::shared_ptr<void>(), &dispatch::cpu_reference_ops())) {}
 
+// An op the forward pass calls once per block of rows from a parallel job (a prefill's rms_norm,
+// rope, swiglu) counts one call per job, and the time while some block of it runs: its wall
+// time, not its blocks' thread times added up, and the same count however the pool split the
+// rows.
+struct step_recorder::op_span {
+  std::mutex mu;
+  int running = 0;
+  clock_type::time_point start;
+  std::uint64_t counted_job = 0;  // the parallel job a call was last counted for
+};
+
 template <class... A>
 void step_recorder::wrap(std::function<void(A...)>& f, const char* name) {
   if (!f) return;
-  f = [this, inner = f, op = std::string(name)](A... a) {
+  f = [this, inner = f, op = std::string(name), span = std::make_shared<op_span>()](A... a) {
     if (!timing()) return inner(a...);
-    const auto t0 = clock_type::now();
+    {
+      std::lock_guard lock(span->mu);
+      if (span->running++ == 0) span->start = clock_type::now();
+    }
     inner(a...);
-    add_time(op, std::chrono::duration<double>(clock_type::now() - t0).count());
+    std::lock_guard lock(span->mu);
+    if (--span->running > 0) return;
+    const std::uint64_t job = thread_pool::current_job();
+    const bool new_call = job == 0 || job != span->counted_job;
+    span->counted_job = job;
+    add_time(op, std::chrono::duration<double>(clock_type::now() - span->start).count(), 0, 0, new_call ? 1 : 0);
   };
 }
 
@@ -113,13 +133,13 @@ void step_recorder::add_ranges(std::span<const dispatch::weight* const> parts) {
   }
 }
 
-void step_recorder::add_time(const std::string& op, double seconds, std::uint64_t bytes, double flops) {
+void step_recorder::add_time(const std::string& op, double seconds, std::uint64_t bytes, double flops, std::uint64_t calls) {
   const int t = timing_.load(std::memory_order_relaxed);
   if (t < 0) return;  // switched off while the op ran
   std::lock_guard lock(mu_);
   op_profile& p = times_[t][op];
   p.op = op;
-  ++p.calls;
+  p.calls += calls;
   p.seconds += seconds;
   p.bytes += bytes;
   p.flops += flops;

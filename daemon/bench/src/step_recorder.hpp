@@ -43,16 +43,18 @@ class step_recorder {
   void time_ops(tally t) noexcept { timing_.store(static_cast<int>(t), std::memory_order_relaxed); }
 
   std::vector<range> ranges() const;
-  // The ops a tally timed, the longest first; their times are summed over the calls (ops that
-  // run side by side, such as a decode step's experts, each count their own thread's time).
+  // The ops a tally timed, the longest first; their times are summed over the calls. Matmuls
+  // that run side by side (a decode step's experts) each count their own thread's time; the
+  // other ops count one call per parallel job that runs them in blocks, and their wall time.
   std::vector<op_profile> profile(tally t) const;
 
  private:
+  struct op_span;
   template <class... A>
   void wrap(std::function<void(A...)>& f, const char* name);
   void add_ranges(std::span<const dispatch::weight* const> parts);
   bool timing() const noexcept { return timing_.load(std::memory_order_relaxed) >= 0; }
-  void add_time(const std::string& op, double seconds, std::uint64_t bytes = 0, double flops = 0);
+  void add_time(const std::string& op, double seconds, std::uint64_t bytes = 0, double flops = 0, std::uint64_t calls = 1);
 
   std::shared_ptr<const dispatch::op_table> base_;
   std::atomic<bool> ranges_on_{false};

@@ -91,6 +91,21 @@ constexpr std::int64_t owner_chunks = 8;
 // Items per parallel_for job: a range's ends must fit the halves of a word.
 constexpr std::int64_t max_job = std::int64_t{1} << 31;
 
+std::atomic<std::uint64_t> last_job_id{0};
+thread_local std::uint64_t running_job = 0;
+
+// Marks the calling thread as running job `id` for as long as it lives.
+class job_scope {
+ public:
+  explicit job_scope(std::uint64_t id) noexcept : outer_(running_job) { running_job = id; }
+  ~job_scope() { running_job = outer_; }
+  job_scope(const job_scope&) = delete;
+  job_scope& operator=(const job_scope&) = delete;
+
+ private:
+  std::uint64_t outer_;
+};
+
 }  // namespace
 
 void thread_pool::set_pinning(bool on) noexcept {
@@ -153,6 +168,7 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
     pinned_caller_ = std::this_thread::get_id();
   }
   if (workers_.empty() || n == 1) {
+    const job_scope scope(last_job_id.fetch_add(1, std::memory_order_relaxed) + 1);
     fn(0, n, 0);
     return;
   }
@@ -170,6 +186,7 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
   for (int i = 0; active_.load(std::memory_order_seq_cst) != 0; ++i) relax_or_yield(i);
   job_ = &fn;
   n_ = n;
+  job_id_ = last_job_id.fetch_add(1, std::memory_order_relaxed) + 1;
   for (int i = 0; i < size(); ++i) {
     const share sh = share_of(i);
     ranges_[static_cast<std::size_t>(i)].items.store(
@@ -206,7 +223,10 @@ void thread_pool::count_done(std::int64_t items, int index) {
   }
 }
 
+std::uint64_t thread_pool::current_job() noexcept { return running_job; }
+
 void thread_pool::run_job(int index) {
+  const job_scope scope(job_id_);
   const std::size_t threads = ranges_.size();
   std::atomic<std::uint64_t>& own = ranges_[static_cast<std::size_t>(index)].items;
   for (;;) {

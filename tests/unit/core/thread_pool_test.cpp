@@ -39,6 +39,26 @@ TEST_CASE("thread pool: parallel_for covers every index exactly once, many times
   }
 }
 
+TEST_CASE("thread pool: every chunk of a job, on any thread, sees the job's own id; none outside a job") {
+  spite::thread_pool pool(3);
+  REQUIRE(spite::thread_pool::current_job() == 0);
+  std::set<std::uint64_t> jobs;
+  for (const std::int64_t n : {1, 2, 1000, 1000}) {
+    std::mutex mu;
+    std::set<std::uint64_t> seen;
+    pool.parallel_for(n, [&](std::int64_t, std::int64_t, int) {
+      const std::uint64_t id = spite::thread_pool::current_job();
+      std::lock_guard lock(mu);
+      seen.insert(id);
+    });
+    REQUIRE(seen.size() == 1);
+    REQUIRE(*seen.begin() != 0);
+    jobs.insert(*seen.begin());
+    REQUIRE(spite::thread_pool::current_job() == 0);
+  }
+  CHECK(jobs.size() == 4);  // a new id for every job
+}
+
 TEST_CASE("thread pool: a thread held up in its first chunk leaves the rest of its share to the others") {
   spite::thread_pool pool(3);
   constexpr std::int64_t n = 1200;  // shares of 400; thread 1's first chunk is [400, 450)

@@ -60,6 +60,11 @@ class thread_pool {
   // works too. Calls must not be nested or made from two threads at once.
   void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t, int)>& fn);
 
+  // The parallel_for job whose items the calling thread is running (an id unique in the
+  // process), 0 outside one: tells the blocks of one job from those of the next (the bench's
+  // profile counts an op a job runs in blocks as one call).
+  static std::uint64_t current_job() noexcept;
+
   // Memory the threads pull toward their caches while they wait for a hand-off: a decode step's
   // next weight matrix, so that the bus keeps streaming while the small operations between two
   // products run and the threads wait on each other, and each thread starts its share of that
@@ -97,6 +102,7 @@ class thread_pool {
   const std::function<void(std::int64_t, std::int64_t, int)>* job_ = nullptr;
   std::vector<range> ranges_;  // one per thread, the caller's first
   std::int64_t n_ = 0;         // items of the current job
+  std::uint64_t job_id_ = 0;   // the current job's current_job()
   // Thread i's share [begin, end) of the current job.
   struct share {
     std::int64_t begin, end;
