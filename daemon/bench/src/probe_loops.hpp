@@ -24,14 +24,18 @@ std::uint64_t sum_avx2(const std::uint64_t* p, std::size_t n);
 // The same with AVX2 where the processor has it, else plain 64-bit adds.
 std::uint64_t sum_words(const std::uint64_t* p, std::size_t n);
 
-// Reads [p, p + bytes) through the pool as a product streams its weights (each thread a
-// contiguous share, in chunks of 16 KiB), adding the words into sink; the 32-byte aligned part
-// only.
+// p[0, n) and q[0, n) read in step as two streams (AVX2 where the processor has it), added;
+// p and q 32-byte aligned.
+std::uint64_t sum_word_pairs(const std::uint64_t* p, const std::uint64_t* q, std::size_t n);
+
+// Reads [p, p + bytes) through the pool as a decode product streams its weights: in chunks of
+// 16 KiB, the first half's chunks beside the second half's, the threads sharing out the pairs
+// (each thread two contiguous streams); adds the words into sink, the 32-byte aligned part only.
 void read_through(thread_pool& pool, const std::byte* p, std::size_t bytes, std::atomic<std::uint64_t>& sink);
 
-// Several ranges read as one job: every range's 16 KiB chunks in order, each thread a
-// contiguous share of them all, so no thread waits at a range's end as read_through op by op
-// makes it wait at each.
+// Several ranges read as one job: every range's chunk pairs in order, each thread a contiguous
+// share of them all, so no thread waits at a range's end as read_through op by op makes it
+// wait at each.
 struct byte_range {
   const std::byte* begin;
   std::size_t bytes;

@@ -1,5 +1,6 @@
 // The bench's plain reads: the step's weight ranges read as one job sum the same words as the
-// ranges read one by one (each range's 32-byte aligned part), whatever the thread count.
+// ranges read one by one (each range's 32-byte aligned part), whatever the thread count; two
+// streams read in step sum both.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -44,5 +45,20 @@ TEST_CASE("bench: ranges read as one job sum the words that reading them one by 
     spite::bench::detail::read_ranges_through(pool, ranges, joined);
     CHECK(one_by_one.load() == want);
     CHECK(joined.load() == want);
+  }
+}
+
+TEST_CASE("bench: two streams read in step sum every word of both, whatever the length") {
+  std::vector<std::uint64_t> words(4096 + 64);
+  for (std::size_t i = 0; i < words.size(); ++i) words[i] = i * 0x9E3779B97F4A7C15ull + 3;
+  // Both 32-byte aligned, as the chunks of a read are.
+  const auto at = reinterpret_cast<std::uintptr_t>(words.data());
+  const std::uint64_t* p = words.data() + ((32 - at % 32) % 32) / 8;
+  const std::uint64_t* q = p + 2048;
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{2047}}) {
+    INFO("words " << n);
+    std::uint64_t want = 0;
+    for (std::size_t i = 0; i < n; ++i) want += p[i] + q[i];
+    CHECK(spite::bench::detail::sum_word_pairs(p, q, n) == want);
   }
 }

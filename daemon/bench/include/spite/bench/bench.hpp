@@ -24,7 +24,8 @@ struct spread {
   nlohmann::json to_json() const;
 };
 
-// Streaming read of a buffer much larger than the caches with `threads` threads: GB/s.
+// Streaming read of a buffer much larger than the caches with `threads` threads, each thread's
+// share read as one stream and as two in step: the faster way's best of five passes, GB/s.
 double measure_bandwidth(int threads, std::size_t bytes = std::size_t{256} << 20);
 // Independent f32 FMA chains on every thread with the widest vectors the CPU has: GFLOP/s.
 double measure_peak_gflops(int threads);
@@ -45,7 +46,7 @@ struct sequence_ceiling {
 // The packed Q4_0 / Q4_K one-row decode sequence (per 32 bytes of weights one load, two VPANDs
 // and a VPSRLW for the nibbles, and per nibble half a VPBROADCASTD of the activations, a
 // VPMADDUBSW and a VPADDW) run by `threads` threads over 256 MiB, in turns with the plain read
-// of the same bytes (measure_bandwidth's loop), with and without software prefetch 8 KiB ahead,
+// of the same bytes (measure_bandwidth's one-stream loop), with and without software prefetch 8 KiB ahead,
 // and over 128 KiB per thread that stays in L2. Its best streamed rate over the plain read is
 // the share of the bandwidth a decode kernel doing this much work per byte can stream here.
 struct stream_ceiling {
