@@ -28,6 +28,8 @@
 namespace spite::dispatch::cpu::x86 {
 namespace {
 
+constexpr std::size_t fetch_distance = 16;  // blocks of 16 rows ahead that decode prefetches
+
 template <class Block>
 using format16 = legacy_layout<Block, 16>;
 
@@ -88,9 +90,12 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const typename
   for (int t = 0; t < T; ++t) summs[t] = _mm512_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = group + static_cast<std::size_t>(b) * f::bytes;
-    // The block 8 ahead (2.5-3 KB): the hardware prefetchers alone lag behind a dense stream
-    // (as in simd_x86_q6k_x16.cpp).
-    for (std::size_t off = 0; off < f::bytes; off += cache_line) prefetch_l1(blk + 8 * f::bytes + off);
+    // The block 16 ahead (5-6 KB): the hardware prefetchers alone lag behind a dense stream
+    // (as in simd_x86_q6k_x16.cpp), and 8 ahead left these kernels' arithmetic and reads partly
+    // one after the other (TYPE:2048:11264 from memory, alternated, two threads: Q5_1
+    // 0.378-0.382 -> 0.353-0.364 ms, Q5_0 0.341-0.351 -> 0.318-0.328, Q4_1 0.321-0.344 ->
+    // 0.296-0.309; one thread Q5_1 0.76-0.79 -> 0.65-0.72; 24 ahead slower again).
+    for (std::size_t off = 0; off < f::bytes; off += cache_line) prefetch_l1(blk + fetch_distance * f::bytes + off);
     __m512i nib[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) nib[i] = _mm512_loadu_si512(blk + f::nibbles_at + 64 * i);
@@ -135,7 +140,7 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
       const std::byte* blk = groups[s] + static_cast<std::size_t>(b) * f::bytes;
-      for (std::size_t off = 0; off < f::bytes; off += cache_line) prefetch_l1(blk + 8 * f::bytes + off);
+      for (std::size_t off = 0; off < f::bytes; off += cache_line) prefetch_l1(blk + fetch_distance * f::bytes + off);
       __m512i nib[4];
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) nib[i] = _mm512_loadu_si512(blk + f::nibbles_at + 64 * i);
