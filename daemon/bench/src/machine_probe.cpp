@@ -276,7 +276,7 @@ double measure_bandwidth(int threads, std::size_t bytes) {
   // Two ways of reading, in turns: each thread its slice as one stream, and as two in step (the
   // buffer's first half beside its second, as the decode kernels read a matrix). Two streams
   // keep more lines in flight where a core's prefetchers follow a few streams with a bounded
-  // distance each: on a Zen 5 host they read 15-20 % faster, one thread or two. The faster
+  // distance each: on a Zen 5 host they read 11-21 % faster, one thread or two. The faster
   // way's best pass is the bandwidth; one stream alone would flatter every fraction.
   const std::size_t half = slice * static_cast<std::size_t>(threads) / 2, pair_slice = (half / static_cast<std::size_t>(threads)) & ~std::size_t{7};
   const double bytes_read = static_cast<double>(slice * static_cast<std::size_t>(threads) * sizeof(std::uint64_t));
