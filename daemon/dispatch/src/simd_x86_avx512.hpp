@@ -143,12 +143,16 @@ SPITE_AVX512 inline void x16_store_lane_sums(const float (*acc)[8][16], float* y
   }
 }
 
-// Part `part` of `parts` of a layout's block two ahead of blk (`block_bytes` each), for the tiles
-// that prefetch a share of it per step.
+// Part `part` of `parts` of a layout's block four ahead of blk (`block_bytes` each), for the
+// batch tiles that prefetch a share of it per step. Two ahead left the 4-row Q6_K and Q5_K tiles
+// waiting on memory (TYPE:2048:11264 --tokens 4 from memory, alternated: Q6_K one thread 0.81
+// -> 0.67 ms, two threads 0.40-0.45 -> 0.34-0.39; Q5_K 0.72 -> 0.65 and 0.37-0.51 -> 0.34-0.39;
+// IQ4_XS within the noise).
 template <std::size_t block_bytes, int part, int parts>
-SPITE_AVX512 inline void x16_fetch_two_ahead(const std::byte* blk) {
+SPITE_AVX512 inline void x16_fetch_ahead(const std::byte* blk) {
   constexpr int lines = static_cast<int>(block_bytes / cache_line), share = (lines + parts - 1) / parts;
-  for (int j = share * part; j < std::min(share * part + share, lines); ++j) prefetch_l1(blk + 2 * block_bytes + cache_line * j);
+  constexpr std::size_t ahead = 4;
+  for (int j = share * part; j < std::min(share * part + share, lines); ++j) prefetch_l1(blk + ahead * block_bytes + cache_line * j);
 }
 
 // A 16-row tile: T activation rows from x (`stride` blocks apart) against the group at

@@ -102,7 +102,7 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
 template <int L, int T>
 SPITE_AVX512 inline void lane_pair_of_rows(const std::byte* blk, const x16_block_rows<T>& rows, const __m512i* scales,
                                            __m512i magnitudes, float (*acc)[8][16]) {
-  x16_fetch_two_ahead<x16_block, L, 4>(blk);
+  x16_fetch_ahead<x16_block, L, 4>(blk);
   const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
   __m512i first[T], second[T];
 #pragma GCC unroll 8

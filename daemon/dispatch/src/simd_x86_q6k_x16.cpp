@@ -151,7 +151,7 @@ struct lane_pairs {
 template <int L, int T>
 SPITE_AVX512 inline void lane_pair_of_rows(const std::byte* blk, const x16_block_rows<T>& rows, const __m512i* scales,
                                            float (*acc)[8][16]) {
-  x16_fetch_two_ahead<x16_block, L, 4>(blk);
+  x16_fetch_ahead<x16_block, L, 4>(blk);
   __m512i first[T], second[T];
   x16_lane_pair<lane_pairs, L, T>(blk, rows.qs, scales, scales + 8, first, second);
   const gguf::block_q8_K* const* xb = rows.block;
