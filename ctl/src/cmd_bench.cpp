@@ -58,6 +58,12 @@ void print_machine(const json& r) {
     std::printf("             bandwidth %.1f-%.1f GB/s, probed after each decode repetition (the median above)\n",
                 runs.value("min", 0.0), runs.value("max", 0.0));
   }
+  const json one = r.value("bandwidth_one_stream_gb_per_s_runs", json::object());
+  const json two = r.value("bandwidth_two_streams_gb_per_s_runs", json::object());
+  if (one.value("median", 0.0) > 0 && two.value("median", 0.0) > 0) {
+    std::printf("             each thread reading one stream %.1f GB/s, two in step %.1f GB/s (medians; the faster is the bandwidth)\n",
+                one.value("median", 0.0), two.value("median", 0.0));
+  }
 }
 
 // ", CPU kernels avx2" (the instruction set of the built-in kernels that took the work).

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -327,6 +328,14 @@ TEST_CASE("spitectl bench measures a model in-process and in spited, with the ma
   CHECK(l.value("bandwidth_gb_per_s", 0.0) <= bandwidths.at("max").get<double>());
   CHECK(fractions.at("min").get<double>() > 0);
   CHECK(fractions.at("median").get<double>() == Approx(l.value("decode_roofline_fraction", 0.0)));
+  // Each probe reads both ways (one stream per thread, two in step) and keeps the faster: over
+  // the repetitions the fastest probe is the fastest read of either way.
+  const json one_stream = l.at("bandwidth_one_stream_gb_per_s_runs"), two_streams = l.at("bandwidth_two_streams_gb_per_s_runs");
+  CHECK(one_stream.value("min", 0.0) > 0);
+  CHECK(two_streams.value("min", 0.0) > 0);
+  CHECK(bandwidths.at("max").get<double>() ==
+        Approx(std::max(one_stream.value("max", 0.0), two_streams.value("max", 0.0))));
+  CHECK(bandwidths.at("min").get<double>() >= std::max(one_stream.value("min", 0.0), two_streams.value("min", 0.0)));
   // Each repetition's fraction is its tokens/s times the bytes a token reads over its bandwidth:
   // the extremes bound what the extremes of both allow.
   const double bytes = static_cast<double>(l.value("bytes_per_token", 0ULL));

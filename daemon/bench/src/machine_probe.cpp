@@ -260,14 +260,16 @@ double fma_generic(std::int64_t iters) {
 
 }  // namespace
 
-double measure_bandwidth(int threads, std::size_t bytes) {
+double measure_bandwidth(int threads, std::size_t bytes) { return measure_bandwidth_ways(threads, bytes).best(); }
+
+bandwidth_ways measure_bandwidth_ways(int threads, std::size_t bytes) {
   threads = resolve_threads(threads);
   const std::size_t n = bytes / sizeof(std::uint64_t);
   // In huge pages where the system allows them, as the weights the kernels stream are
   // (pack_for_cpu): on 4 KiB pages the same read loop ran 1-10 % slower here (TLB misses), and a
   // probe on them would flatter every fraction measured against it.
   const detail::huge_buffer buf = detail::huge_buffer_of(n * sizeof(std::uint64_t));
-  if (!buf) return 0;
+  if (!buf) return {};
   // Touch every page first (in parallel, so pages land near the threads that read them).
   const std::size_t slice = (n / static_cast<std::size_t>(threads)) & ~std::size_t{15};
   run_together(threads, [&](int t) {
@@ -277,24 +279,25 @@ double measure_bandwidth(int threads, std::size_t bytes) {
   // buffer's first half beside its second, as the decode kernels read a matrix). Two streams
   // keep more lines in flight where a core's prefetchers follow a few streams with a bounded
   // distance each: on a Zen 5 host they read 11-21 % faster, one thread or two. The faster
-  // way's best pass is the bandwidth; one stream alone would flatter every fraction.
+  // way's best pass is the bandwidth (best()); one stream alone would flatter every fraction.
   const std::size_t half = slice * static_cast<std::size_t>(threads) / 2, pair_slice = (half / static_cast<std::size_t>(threads)) & ~std::size_t{7};
   const double bytes_read = static_cast<double>(slice * static_cast<std::size_t>(threads) * sizeof(std::uint64_t));
   std::atomic<std::uint64_t> sink{0};
-  double best = 0;
+  bandwidth_ways ways;
   for (int pass = 0; pass < 5; ++pass) {
     double s = run_together(threads, [&](int t) {
       const std::uint64_t* p = buf.get() + slice * static_cast<std::size_t>(t);
       sink += detail::sum_words(p, slice);
     });
-    best = std::max(best, bytes_read / s / 1e9);
+    ways.one_stream_gbs = std::max(ways.one_stream_gbs, bytes_read / s / 1e9);
     s = run_together(threads, [&](int t) {
       const std::uint64_t* p = buf.get() + pair_slice * static_cast<std::size_t>(t);
       sink += detail::sum_word_pairs(p, p + half, pair_slice);
     });
-    best = std::max(best, static_cast<double>(2 * pair_slice * static_cast<std::size_t>(threads) * sizeof(std::uint64_t)) / s / 1e9);
+    ways.two_streams_gbs = std::max(ways.two_streams_gbs,
+                                    static_cast<double>(2 * pair_slice * static_cast<std::size_t>(threads) * sizeof(std::uint64_t)) / s / 1e9);
   }
-  return best;
+  return ways;
 }
 
 double measure_peak_gflops(int threads) {

@@ -162,6 +162,7 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   const auto cancelled = [&] { return o.cancelled && o.cancelled(); };
   const auto stop = [] { return make_error(errc::busy, "bench cancelled"); };
   std::vector<double> pp, tg, tg_single, scalings, bandwidths, decode_fractions, read_gbs, stream_gbs, read_fractions;
+  std::vector<double> one_stream_gbs, two_streams_gbs;
   executor::batch b;
   // Decode tokens/s in total of `n_seq` sequences, each from `depth` tokens of context and one
   // more (untimed), then n_gen steps of one token of each.
@@ -237,8 +238,11 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
       if (o.parallel > 1) scalings.push_back(tg.back() / tg_single.back());
       if (o.probes) {
         // All sequences of a step share one pass over the weights.
-        const double bandwidth = measure_bandwidth(r.threads);
+        const bandwidth_ways ways = measure_bandwidth_ways(r.threads);
+        const double bandwidth = ways.best();
         bandwidths.push_back(bandwidth);
+        one_stream_gbs.push_back(ways.one_stream_gbs);
+        two_streams_gbs.push_back(ways.two_streams_gbs);
         if (bandwidth > 0) {
           decode_fractions.push_back(tg.back() / o.parallel * static_cast<double>(r.bytes_per_token) / (bandwidth * 1e9));
         }
@@ -274,11 +278,16 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   finish(r.prefill_profile, detail::step_recorder::tally::prefill, prefill_profiled_s);
   if (o.probes) {
     if (bandwidths.empty()) {
-      r.bandwidth_gbs = measure_bandwidth(r.threads);
+      const bandwidth_ways ways = measure_bandwidth_ways(r.threads);
+      r.bandwidth_gbs = ways.best();
+      one_stream_gbs.push_back(ways.one_stream_gbs);
+      two_streams_gbs.push_back(ways.two_streams_gbs);
     } else {
       r.bandwidth_runs = spread::of(bandwidths);
       r.bandwidth_gbs = r.bandwidth_runs.median;
     }
+    r.bandwidth_one_stream_runs = spread::of(one_stream_gbs);
+    r.bandwidth_two_streams_runs = spread::of(two_streams_gbs);
     if (!decode_fractions.empty()) {
       r.decode_roofline_runs = spread::of(decode_fractions);
       r.decode_roofline = r.decode_roofline_runs.median;
@@ -353,6 +362,8 @@ nlohmann::json bench_report::to_json() const {
           {"prefill_peak_fraction", prefill_of_peak},
           {"prefill_roofline_fraction", prefill_of_roofline},
           {"bandwidth_gb_per_s_runs", bandwidth_runs.to_json()},
+          {"bandwidth_one_stream_gb_per_s_runs", bandwidth_one_stream_runs.to_json()},
+          {"bandwidth_two_streams_gb_per_s_runs", bandwidth_two_streams_runs.to_json()},
           {"decode_roofline_fraction_runs", decode_roofline_runs.to_json()},
           {"token_read_bytes", token_read_bytes},
           {"token_read_ops", token_read_ops},

@@ -25,7 +25,14 @@ struct spread {
 };
 
 // Streaming read of a buffer much larger than the caches with `threads` threads, each thread's
-// share read as one stream and as two in step: the faster way's best of five passes, GB/s.
+// share read as one stream and as two in step, in turns: each way's best of five passes, GB/s.
+// Which is faster depends on the core's prefetchers (two, by 11-21 %, on a Zen 5 host).
+struct bandwidth_ways {
+  double one_stream_gbs = 0, two_streams_gbs = 0;
+  double best() const { return std::max(one_stream_gbs, two_streams_gbs); }
+};
+bandwidth_ways measure_bandwidth_ways(int threads, std::size_t bytes = std::size_t{256} << 20);
+// measure_bandwidth_ways(...).best(): the bandwidth the roofline fractions are set against.
 double measure_bandwidth(int threads, std::size_t bytes = std::size_t{256} << 20);
 // Independent f32 FMA chains on every thread with the widest vectors the CPU has: GFLOP/s.
 double measure_peak_gflops(int threads);
@@ -119,11 +126,13 @@ struct bench_report {
   // repetition's roofline fraction (bandwidth_gbs and decode_roofline are their medians), so a
   // host whose bandwidth swings from minute to minute is compared with itself at that minute.
   spread bandwidth_runs, decode_roofline_runs;
+  // Each way of the probe's read (bandwidth_ways), over the same probes.
+  spread bandwidth_one_stream_runs, bandwidth_two_streams_runs;
   // With a decode test and probes: the weight ranges one decode step's matmuls read, in their
   // order (token_read_ops of them, token_read_bytes in all), read plainly op by op through as
   // many threads right after each repetition, as many steps as were decoded or a second's worth
-  // (the probes' read loop: each thread a contiguous share in 16 KiB chunks, no software
-  // prefetch).
+  // (each range's first half beside its second in 16 KiB chunk pairs, as the decode kernels
+  // read a matrix, each thread a contiguous share of the pairs, no software prefetch).
   // decode_of_token_read is that read's time over the decode's, per step, from the medians: at
   // 1 the kernels cost nothing beyond reading their weights as a plain loop does, op by op, at
   // that minute; the decode kernels fetch ahead, so they may pass it.
