@@ -163,6 +163,13 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   const auto stop = [] { return make_error(errc::busy, "bench cancelled"); };
   std::vector<double> pp, tg, tg_single, scalings, bandwidths, decode_fractions, read_gbs, stream_gbs, read_fractions;
   std::vector<double> one_stream_gbs, two_streams_gbs;
+  // The bandwidth probe, each of its two ways kept as well.
+  const auto probe_bandwidth = [&] {
+    const bandwidth_ways ways = measure_bandwidth_ways(r.threads);
+    one_stream_gbs.push_back(ways.one_stream_gbs);
+    two_streams_gbs.push_back(ways.two_streams_gbs);
+    return ways.best();
+  };
   executor::batch b;
   // Decode tokens/s in total of `n_seq` sequences, each from `depth` tokens of context and one
   // more (untimed), then n_gen steps of one token of each.
@@ -238,11 +245,8 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
       if (o.parallel > 1) scalings.push_back(tg.back() / tg_single.back());
       if (o.probes) {
         // All sequences of a step share one pass over the weights.
-        const bandwidth_ways ways = measure_bandwidth_ways(r.threads);
-        const double bandwidth = ways.best();
+        const double bandwidth = probe_bandwidth();
         bandwidths.push_back(bandwidth);
-        one_stream_gbs.push_back(ways.one_stream_gbs);
-        two_streams_gbs.push_back(ways.two_streams_gbs);
         if (bandwidth > 0) {
           decode_fractions.push_back(tg.back() / o.parallel * static_cast<double>(r.bytes_per_token) / (bandwidth * 1e9));
         }
@@ -278,10 +282,7 @@ result<bench_report> run_bench(const gguf::file& file, const models::model& m, c
   finish(r.prefill_profile, detail::step_recorder::tally::prefill, prefill_profiled_s);
   if (o.probes) {
     if (bandwidths.empty()) {
-      const bandwidth_ways ways = measure_bandwidth_ways(r.threads);
-      r.bandwidth_gbs = ways.best();
-      one_stream_gbs.push_back(ways.one_stream_gbs);
-      two_streams_gbs.push_back(ways.two_streams_gbs);
+      r.bandwidth_gbs = probe_bandwidth();
     } else {
       r.bandwidth_runs = spread::of(bandwidths);
       r.bandwidth_gbs = r.bandwidth_runs.median;
