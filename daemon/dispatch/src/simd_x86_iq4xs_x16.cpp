@@ -169,7 +169,7 @@ std::size_t pack_iq4_xs_x16(weight& w) {
 bool matmul_iq4_xs_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
   // Four rows lane pair by lane pair (IQ4_XS:2048:5632, four rows: two threads from memory
   // 0.224-0.231 -> 0.184-0.192 ms, one thread from the caches 0.395-0.402 -> 0.33-0.35).
-  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>, tile16_by_lane<4>);
+  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>, tile16_by_lane<4>, tile16_by_lane<3>);
 }
 
 }  // namespace spite::dispatch::cpu::x86

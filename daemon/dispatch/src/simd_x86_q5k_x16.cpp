@@ -220,7 +220,7 @@ std::size_t pack_q5_K_x16(weight& w) {
 bool matmul_q5_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
   // Four rows lane pair by lane pair (Q5_K:2048:5632, four rows from memory: two threads 0.209-0.213
   // -> 0.167-0.195 ms, one thread 0.33-0.39 -> 0.30-0.31).
-  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>, tile16_by_lane<4>);
+  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>, tile16_by_lane<4>, tile16_by_lane<3>);
 }
 
 }  // namespace spite::dispatch::cpu::x86

@@ -222,7 +222,7 @@ bool matmul_q6_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
   // 158 against 145 t/s). Four rows lane by lane: the decode of four sequences (Q6_K:5632:2048,
   // four rows, two threads, from memory: 0.213-0.227 -> 0.181-0.196 ms; TinyLlama Q4_K_M, four
   // sequences on two threads 265-271 -> 279-284 t/s); prefill alike (301 GFLOP/s either way).
-  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>, tile16_by_lane<4>);
+  return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>, tile16_by_lane<4>, tile16_by_lane<3>);
 }
 
 }  // namespace spite::dispatch::cpu::x86
