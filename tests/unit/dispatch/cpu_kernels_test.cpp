@@ -159,8 +159,9 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
           // 299 and 300: past the largest block of activation rows the batched kernels take at a
           // time, with and without activation rows left over after the last 4-row tile.
           // 13 and 29: the batched paths of the packed layouts (from 12 rows) with rows left
-          // over after their 4-row tiles.
-          for (const std::int64_t n_tokens : {1, 2, 3, 4, 5, 7, 9, 12, 13, 29, 299, 300}) {
+          // over after their 4-row tiles; 10 and 11: two and three left over, which take one
+          // pass of their own (16-row Q4_0 / IQ4_NL tiles).
+          for (const std::int64_t n_tokens : {1, 2, 3, 4, 5, 7, 9, 10, 11, 12, 13, 29, 299, 300}) {
             if (n_tokens == 299 && out != 13) continue;
             if (n_tokens == 300 && out != 40 && out != 48) continue;
             const std::vector<float> x = random_activations(in, n_tokens, rng);
