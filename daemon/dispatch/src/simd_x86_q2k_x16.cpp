@@ -171,8 +171,16 @@ bool matmul_q2_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
     std::int64_t t = t0;
     for (; t + 4 <= std::min(t1, ng); t += 4) tile16<4, true>(group, nb, xq, t, w.out, yg);
     for (; t < std::min(t1, ng); ++t) tile16<1, true>(group, nb, xq, t, w.out, yg);
+    // The GEMV rows (at most 3) in one pass: a pass each unpacked the group that many times
+    // (Q2_K:2048:11264 from memory, two threads, alternated: 2 rows 0.23-0.24 -> 0.17-0.19 ms, 3
+    // rows 0.32 -> 0.21-0.23, 7 rows 0.48-0.49 -> 0.42-0.45).
     for (; t + 4 <= t1; t += 4) tile16<4, false>(group, nb, xq, t, w.out, yg);
-    for (; t < t1; ++t) tile16<1, false>(group, nb, xq, t, w.out, yg);
+    switch (t1 - t) {
+      case 3: return tile16<3, false>(group, nb, xq, t, w.out, yg);
+      case 2: return tile16<2, false>(group, nb, xq, t, w.out, yg);
+      case 1: return tile16<1, false>(group, nb, xq, t, w.out, yg);
+      default: return;
+    }
   });
   return true;
 }
