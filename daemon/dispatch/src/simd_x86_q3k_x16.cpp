@@ -198,6 +198,9 @@ bool matmul_q3_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
   }
   x16_for_groups_k(w, x16_block, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
     std::int64_t t = t0;
+    // Three rows (a batch's last) in one pass rather than two and one: Q3_K:2048:11264 from
+    // memory, two threads, alternated, 0.40-0.48 -> 0.35-0.42 ms.
+    if (t1 - t == 3) return tile16<3>(group, nb, xq + t * nb, offsets.data() + t * nb, nb, w.out, y + t * w.out + o);
     for (; t + 2 <= t1; t += 2) tile16<2>(group, nb, xq + t * nb, offsets.data() + t * nb, nb, w.out, y + t * w.out + o);
     if (t < t1) tile16<1>(group, nb, xq + t * nb, offsets.data() + t * nb, nb, w.out, y + t * w.out + o);
   });
