@@ -226,8 +226,10 @@ void q4_0_tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, st
   q4_0_groups<K, 1, Nl>(&group, nb, xb, t0, out, &y);
 }
 
-constexpr q4_0_tiles k_q4_0{q4_0_tile<1, false>, q4_0_tile<4, false>, q4_0_groups<1, 2, false>};
-constexpr q4_0_tiles k_iq4_nl{q4_0_tile<1, true>, q4_0_tile<4, true>, q4_0_groups<1, 2, true>};
+constexpr q4_0_tiles k_q4_0{q4_0_tile<1, false>, q4_0_tile<4, false>, q4_0_groups<1, 2, false>, q4_0_groups<2, 2, false>,
+                            q4_0_groups<3, 2, false>};
+constexpr q4_0_tiles k_iq4_nl{q4_0_tile<1, true>, q4_0_tile<4, true>, q4_0_groups<1, 2, true>, q4_0_groups<2, 2, true>,
+                              q4_0_groups<3, 2, true>};
 constexpr q4_K_tiles k_q4_K{q4_K_packed_tile<1>, q4_K_packed_tile<4>, q4_K_packed_gemm4, q4_K_packed_tile_pair,
                             q4_K_packed_rows_pair<2>, q4_K_packed_rows_pair<3>};
 constexpr q6_K_fused_tiles k_q6_K{q6_K_fused<4, 1>, q6_K_fused<1, 1>, q6_K_fused<1, 4>};
