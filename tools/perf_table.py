@@ -6,12 +6,13 @@ bandwidth, peak FLOP/s and compute roofline, probed in the same run).
 
 usage: tools/perf_table.py [--shape tinyllama-1.1b] [--types Q4_0,Q8_0,Q4_K_M,F16] [--threads 1,2]
                            [--vocab VOCAB.gguf] [--spitectl build/bin/spitectl] [-p 128] [-n 32] [-r 3]
-                           [--parallel 4]
+                           [--parallel 2,4]
        tools/perf_table.py --kernels [--kernel-types Q4_0,...] [--threads 1,2]
 Prints the Markdown table; --write docs/performance.md replaces the table between the markers.
-With --parallel B (default 4; 0 skips it) a second table gives, per type at the largest thread
-count, the total decode throughput of B sequences against one sequence timed in the same
-repetitions (`bench --parallel B`: the median of the repetitions' ratios and their range).
+With --parallel B[,B...] (default 2,4; 0 skips it) a second table gives, per type at the largest
+thread count and each B, the total decode throughput of B sequences against one sequence timed
+in the same repetitions (`bench --parallel B`: the median of the repetitions' ratios and their
+range).
 --kernels measures one matmul kernel per weight type instead (`spitectl bench --matmul`):
 decode as one activation row against a 5632 x 2048 matrix (an FFN's down projection) taken in
 turn from copies that together outgrow the caches (--cold: the fraction of the measured
@@ -78,7 +79,7 @@ def main():
     ap.add_argument("-p", type=int, default=128)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-r", type=int, default=3)
-    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--parallel", default="2,4")
     ap.add_argument("--write", default=None)
     ap.add_argument("--kernels", action="store_true")
     ap.add_argument("--kernel-types", default=KERNEL_TYPES)
@@ -101,12 +102,14 @@ def main():
                                       "-t", th, "--json"], check=True, capture_output=True, text=True).stdout
                 r = json.loads(out)
                 rows.append((t, th, r))
-            if a.parallel > 1:
+            for b in (int(v) for v in a.parallel.split(",")):
+                if b < 2:
+                    continue
                 th = max(a.threads.split(","), key=int)
                 out = subprocess.run([a.spitectl, "bench", "--model", model, "-p", "0", "-n", str(a.n), "-r", str(a.r), "-t", th,
-                                      "--parallel", str(a.parallel), "--no-probes", "--json"],
+                                      "--parallel", str(b), "--no-probes", "--json"],
                                      check=True, capture_output=True, text=True).stdout
-                batched.append((t, th, json.loads(out)))
+                batched.append((t, th, b, json.loads(out)))
             os.remove(model)
 
     kernels = sorted({r.get("cpu_kernels", "") for _, _, r in rows} - {""})
@@ -124,14 +127,14 @@ def main():
             f"{r['bandwidth_gb_per_s']:.1f} | {r['peak_gflop_per_s']:.0f} | {r.get('peak_int8_gop_per_s', 0):.0f} |")
     if batched:
         lines += ["",
-                  f"{a.parallel} sequences decoding together against one alone, timed in the same repetitions: "
-                  f"`spitectl bench -p 0 -n {a.n} -r {a.r} --parallel {a.parallel}`.",
+                  "B sequences decoding together against one alone, timed in the same repetitions: "
+                  f"`spitectl bench -p 0 -n {a.n} -r {a.r} --parallel B`.",
                   "",
-                  f"| type | threads | tg t/s, 1 sequence | tg t/s, {a.parallel} sequences in total | ratio (by repetition) |",
-                  "|---|---|---|---|---|"]
-        for t, th, r in batched:
+                  "| type | threads | B | tg t/s, 1 sequence | tg t/s, B sequences in total | ratio (by repetition) |",
+                  "|---|---|---|---|---|---|"]
+        for t, th, b, r in batched:
             runs = r["parallel_scaling_runs"]
-            lines.append(f"| {t} | {th} | {r['single_sequence_tokens_per_s']['median']:.2f} | "
+            lines.append(f"| {t} | {th} | {b} | {r['single_sequence_tokens_per_s']['median']:.2f} | "
                          f"{r['tg_tokens_per_s']['median']:.2f} | {r['parallel_scaling']:.2f}x "
                          f"({runs['min']:.2f}-{runs['max']:.2f}x) |")
     table = "\n".join(lines)
