@@ -97,12 +97,6 @@ struct unpacked_pair {
 // bandwidth (alternated in one process with a plain read of the same bytes: Q4_K:5632:2048, one
 // thread, 87-90 % of it without, 59-61 % with), while two blocks ahead, three rounds
 // interleaved, one thread read 39-42 GB/s against 30-37 without, two 54-70 against 58-63.
-// One activation row with the GEMV's float order: a super-block's sums collected as integers,
-// then one fma each for the quants and the mins. The super-block two ahead is prefetched, a
-// tenth of its lines per pair: fetching the whole next group instead cost 10-40 % of the
-// bandwidth (alternated in one process with a plain read of the same bytes: Q4_K:5632:2048, one
-// thread, 87-90 % of it without, 59-61 % with), while two blocks ahead, three rounds
-// interleaved, one thread read 39-42 GB/s against 30-37 without, two 54-70 against 58-63.
 SPITE_AVX512 void gemv16(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* x, float* y16) {
   __m512 acc = _mm512_setzero_ps(), acc_min = _mm512_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {

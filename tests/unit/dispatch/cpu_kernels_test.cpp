@@ -163,6 +163,7 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
           // pass of their own (16-row Q4_0 / IQ4_NL tiles).
           for (const std::int64_t n_tokens : {1, 2, 3, 4, 5, 7, 9, 10, 11, 12, 13, 29, 299, 300}) {
             if (n_tokens == 299 && out != 13) continue;
+            if ((n_tokens == 10 || n_tokens == 11) && out != 48) continue;  // the 16-row layouts' shape
             if (n_tokens == 300 && out != 40 && out != 48) continue;
             const std::vector<float> x = random_activations(in, n_tokens, rng);
             std::vector<float> want(static_cast<std::size_t>(out * n_tokens)), got(want.size(), -1.0f);
