@@ -152,28 +152,31 @@ void by_token_tiles(std::int64_t n_tokens, const Tile4& tile4, const Tile1& tile
   for (; t < n_tokens; ++t) tile1(t);
 }
 
-// The 8-row super-block layouts of the 256-bit kernels (IQ4_XS, Q6_K), groups of `stride` bytes
-// from `packed`: decode as two streams per thread (pair(groups, ys), one(group, y8) for the odd
-// one out), batches 4 activation rows at a time against a group (tile4(group, t, fetch, y8)),
-// which stays in the caches after the first, the rows left one at a time (row(group, t, fetch,
-// y8)); `fetch` for the first tile of each group and block of activation rows.
-template <class Pair, class Row, class Tile4>
+// The 8-row super-block layouts of the 256-bit kernels (IQ4_XS, Q6_K, Q3_K), groups of `stride`
+// bytes from `packed`: decode as two streams per thread (pair(groups, ys), one(group, 0, true,
+// y8) for the odd one out), batches by tiles of 4 activation rows against a group
+// (tile(group, t0, k, fetch, y8) for k = 2-4 rows from t0), which stays in the caches after
+// the first, then one tile of the rows left where they are at least `smallest_tile` (2-4),
+// else one(group, t, fetch, y8) for each; `fetch` for the first tile of each group and block
+// of activation rows.
+template <class Pair, class One, class Tile>
 void x8_super_block_matmul(const std::byte* packed, std::size_t stride, std::int64_t groups, std::int64_t n_tokens,
-                           std::size_t x_row_bytes, float* y, std::int64_t out, thread_pool& pool, const Pair& pair, const Row& row,
-                           const Tile4& tile4) {
+                           std::size_t x_row_bytes, float* y, std::int64_t out, thread_pool& pool, std::int64_t smallest_tile,
+                           const Pair& pair, const One& one, const Tile& tile) {
   const auto group_at = [&](std::int64_t g) { return packed + static_cast<std::size_t>(g) * stride; };
   if (n_tokens == 1) {
     by_group_pairs<8>(
         groups, 1, y, pool, group_at, [&](const std::byte* const* both, std::int64_t, float* const* ys) { pair(both, ys); },
-        [&](const std::byte* group, std::int64_t, float* y8) { row(group, 0, true, y8); });
+        [&](const std::byte* group, std::int64_t, float* y8) { one(group, 0, true, y8); });
     return;
   }
   by_groups_and_token_blocks(groups, n_tokens, token_block(x_row_bytes), pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
     const std::byte* group = group_at(g);
     float* y8 = y + 8 * g;
     std::int64_t t = t0;
-    for (; t + 4 <= t1; t += 4) tile4(group, t, t == t0, y8);
-    for (; t < t1; ++t) row(group, t, t == t0, y8 + t * out);
+    for (; t + 4 <= t1; t += 4) tile(group, t, 4, t == t0, y8);
+    if (t1 - t >= smallest_tile) return tile(group, t, t1 - t, t == t0, y8);
+    for (; t < t1; ++t) one(group, t, t == t0, y8 + t * out);
   });
 }
 
