@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <utility>
 
 namespace spite {
@@ -14,6 +15,7 @@ namespace spite {
 mapped_file::mapped_file(mapped_file&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
+      fd_(std::exchange(other.fd_, -1)),
       path_(std::move(other.path_)) {}
 
 mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
@@ -21,6 +23,7 @@ mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
     this->~mapped_file();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    fd_ = std::exchange(other.fd_, -1);
     path_ = std::move(other.path_);
   }
   return *this;
@@ -30,8 +33,10 @@ mapped_file::~mapped_file() {
   if (data_ != nullptr && size_ > 0) {
     ::munmap(const_cast<std::byte*>(data_), size_);
   }
+  if (fd_ >= 0) ::close(fd_);
   data_ = nullptr;
   size_ = 0;
+  fd_ = -1;
 }
 
 result<mapped_file> mapped_file::open(const std::string& path) {
@@ -62,8 +67,23 @@ result<mapped_file> mapped_file::open(const std::string& path) {
     }
     f.data_ = static_cast<const std::byte*>(p);
   }
-  ::close(fd);  // the mapping keeps the file referenced
+  f.fd_ = fd;
   return f;
+}
+
+result<void> mapped_file::read(std::uint64_t offset, std::span<std::byte> out) const {
+  if (offset > size_ || out.size() > size_ - offset) {
+    return make_error(errc::out_of_range, path_ + ": read of " + std::to_string(out.size()) + " bytes at " +
+                                              std::to_string(offset) + " is past the end");
+  }
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return make_error(errc::io, path_ + ": cannot read: " + (n < 0 ? std::strerror(errno) : "file shrank"));
+    done += static_cast<std::size_t>(n);
+  }
+  return ok();
 }
 
 }  // namespace spite

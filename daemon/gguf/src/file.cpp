@@ -364,6 +364,15 @@ std::optional<std::vector<std::string>> split_part_paths(const std::string& path
   return out;
 }
 
+result<void> file::read(const tensor_info& t, std::uint64_t at, std::span<std::byte> out) const {
+  if (at > t.size || out.size() > t.size - at) {
+    return make_error(errc::out_of_range, "tensor '" + std::string(t.name) + "': read past its " + std::to_string(t.size) + " bytes");
+  }
+  if (t.part < parts_.size() && parts_[t.part].map.size() > 0) return parts_[t.part].map.read(t.file_offset + at, out);
+  std::memcpy(out.data(), t.data + at, out.size());
+  return ok();
+}
+
 result<file> file::open(const std::string& path, const open_options& options) {
   auto map = mapped_file::open(path);
   if (!map) return std::move(map).err();

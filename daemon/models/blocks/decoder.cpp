@@ -24,12 +24,23 @@ void add_residual(forward_context& ctx, std::vector<float>& x, std::vector<float
 
 }  // namespace
 
+void embedding_row(const gguf::file* file, const gguf::tensor_info& table, std::int64_t r, std::int64_t n, float* out) {
+  const dispatch::weight embd = dispatch::weight_of(table);
+  const gguf::type_traits& tr = gguf::traits(embd.type);
+  if (file != nullptr) {
+    thread_local std::vector<std::byte> bytes;
+    bytes.resize(embd.row_bytes);
+    if (file->read(table, static_cast<std::uint64_t>(r) * embd.row_bytes, bytes)) {
+      tr.to_float(bytes.data(), out, n);
+      return;
+    }
+  }
+  tr.to_float(embd.row(r), out, n);  // parse()d bytes, or a read error: the mapping's bytes
+}
+
 void embed_tokens(forward_context& ctx, const decoder_weights& w, const decoder_config& c, std::int64_t E, float* x) {
   const auto n = static_cast<std::int64_t>(ctx.batch.tokens.size());
-  // Rows of token_embd, dequantized exactly.
-  const dispatch::weight embd = dispatch::weight_of(*w.token_embd);
-  const gguf::type_traits& tr = gguf::traits(embd.type);
-  for (std::int64_t t = 0; t < n; ++t) tr.to_float(embd.row(ctx.batch.tokens[static_cast<std::size_t>(t)]), x + t * E, E);
+  for (std::int64_t t = 0; t < n; ++t) embedding_row(w.file, *w.token_embd, ctx.batch.tokens[static_cast<std::size_t>(t)], E, x + t * E);
   if (c.embed_scale > 0.0f) {
     for (std::int64_t i = 0; i < E * n; ++i) x[i] *= c.embed_scale;
   }

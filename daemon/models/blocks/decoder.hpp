@@ -112,6 +112,7 @@ struct ffn_layer {
 };
 
 struct decoder_weights {
+  const gguf::file* file = nullptr;               // the embedding rows are copied out of it
   const gguf::tensor_info* token_embd = nullptr;  // {E, V}
   std::vector<attention_layer> attn;
   std::vector<ffn_layer> ffn;
@@ -187,6 +188,11 @@ void ffn_block(forward_context& ctx, const ffn_layer& l, const decoder_config& c
                const float* router_in = nullptr);
 // softmax in place over n values, as the reference's soft_max op rounds it (sum in double)
 void softmax(float* p, std::int64_t n);
+// Row r of an embedding table {n, rows}, dequantized exactly into out [n]. With the file at hand
+// the row is copied out of it (gguf::file::read) rather than read through the mapping, which
+// would map the page cache's folios around it into the process: with random tokens a 151936-row
+// table was all resident within a second, beside the kernels' packed copy of a tied head.
+void embedding_row(const gguf::file* file, const gguf::tensor_info& table, std::int64_t r, std::int64_t n, float* out);
 // Token embeddings of the batch, times decoder_config::embed_scale: x [E, n].
 void embed_tokens(forward_context& ctx, const decoder_weights& w, const decoder_config& c, std::int64_t E, float* x);
 // The final norm and the output head (logits of the wanted rows, soft-capped), and the

@@ -107,10 +107,10 @@ result<std::unique_ptr<decoder_model>> decoder_model::bind(const gguf::file& fil
   const std::int64_t E = hp.n_embd, V = hp.n_vocab, D = hp.head_dim_k, Dv = hp.head_dim_v;
   if (V <= 0) return make_error(errc::malformed, hp.arch + " model: no vocabulary size (tokenizer.ggml.tokens)");
   decoder_weights& w = m->weights;
+  w.file = &file;
   w.token_embd = b.tensor("token_embd.weight", {E, V});
   w.output_norm = b.vec("output_norm.weight", E);
-  w.output = b.matrix("output", E, V, true);
-  if (w.output.empty() && w.token_embd != nullptr) w.output.w = dispatch::weight_of(*w.token_embd);  // tied
+  w.output = b.output_head(w.token_embd, E, V);
   w.rope_freqs = b.vec("rope_freqs.weight", hp.rope.n_dims / 2, true);
   w.attn.resize(static_cast<std::size_t>(hp.n_layer));
   w.ffn.resize(static_cast<std::size_t>(hp.n_layer));

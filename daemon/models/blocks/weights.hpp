@@ -46,6 +46,10 @@ class binder {
   // Expert e of a 3-D {in, out, X} stack as a matrix of its own, repacked for the CPU kernels as
   // matrix() repacks (`tensor` names the expert's bytes in the file).
   linear expert(const gguf::tensor_info& stack, std::int64_t e);
+  // The output head {in, out}: "output" when the file has it, else the token embedding table
+  // (tied), repacked for the CPU kernels as matrix() repacks; the table's file rows stay where
+  // they are for the lookups.
+  linear output_head(const gguf::tensor_info* token_embd, std::int64_t in, std::int64_t out);
   // A vector of n floats (norm weights, biases, factors), widened to F32.
   std::vector<float> vec(const std::string& name, std::int64_t n, bool optional = false);
   // Any tensor of that shape, widened to F32 (2-D biases).

@@ -234,6 +234,7 @@ result<std::unique_ptr<model>> deepseek4_model::load(const gguf::file& f, const 
 
   binder b(f, hp.arch);
   decoder_weights& w = m->weights;
+  w.file = &f;
   w.token_embd = b.tensor("token_embd.weight", {E, V});
   w.output_norm = b.vec("output_norm.weight", E);
   w.output = b.matrix("output", E, V);

@@ -44,12 +44,10 @@ void gemma4_model::per_layer_inputs(forward_context& ctx, const float* x, float*
   const float proj_scale = 1.0f / std::sqrt(static_cast<float>(E));
   for (std::int64_t i = 0; i < PL * n; ++i) pl[i] *= proj_scale;
   rms_norm_rows(ctx, pl, ple_proj_norm.data(), pl, P, hp_.n_layer * n, config.rms_eps);
-  const dispatch::weight embd = dispatch::weight_of(*ple_embd);
-  const gguf::type_traits& tr = gguf::traits(embd.type);
   std::vector<float> row(static_cast<std::size_t>(PL));
   const float embd_scale = std::sqrt(static_cast<float>(P)), mix = 1.0f / std::sqrt(2.0f);
   for (std::int64_t t = 0; t < n; ++t) {
-    tr.to_float(embd.row(ctx.batch.tokens[static_cast<std::size_t>(t)]), row.data(), PL);
+    embedding_row(weights.file, *ple_embd, ctx.batch.tokens[static_cast<std::size_t>(t)], PL, row.data());
     for (std::int64_t i = 0; i < PL; ++i) pl[t * PL + i] = (pl[t * PL + i] + row[static_cast<std::size_t>(i)] * embd_scale) * mix;
   }
 }
@@ -157,10 +155,10 @@ result<std::unique_ptr<model>> gemma4_model::load(const gguf::file& f) {
   m->P = *P;
   binder b(f, hp.arch);
   decoder_weights& w = m->weights;
+  w.file = &f;
   w.token_embd = b.tensor("token_embd.weight", {E, V});
   w.output_norm = b.vec("output_norm.weight", E);
-  w.output = b.matrix("output", E, V, true);
-  if (w.output.empty() && w.token_embd != nullptr) w.output.w = dispatch::weight_of(*w.token_embd);  // tied
+  w.output = b.output_head(w.token_embd, E, V);
   w.rope_freqs = b.vec("rope_freqs.weight", hp.rope.n_dims / 2);
   if (m->P > 0) {
     m->ple_embd = b.tensor("per_layer_token_embd.weight", {m->P * L, V});

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <vector>
 
 #include "shared_data.hpp"
 #include "spite/gguf/file.hpp"
@@ -40,6 +41,25 @@ TEST_CASE("tensor data is used in place from the mapping", "[gguf][reader]") {
     REQUIRE(t.file_offset + t.size <= bytes.size());
     REQUIRE(std::memcmp(t.data, bytes.data() + t.file_offset, t.size) == 0);
   }
+}
+
+TEST_CASE("a tensor's bytes copied out of the file equal its mapped bytes, in every split part", "[gguf][reader]") {
+  auto split = file::open(shared_path("models/derived/split/stories260K-00001-of-00003.gguf").string());
+  REQUIRE(split.ok());
+  for (const auto& t : split->tensors()) {
+    std::vector<std::byte> out(t.size);
+    REQUIRE(split->read(t, 0, out).ok());
+    REQUIRE(std::memcmp(out.data(), t.data, t.size) == 0);
+    if (t.size < 8) continue;
+    std::vector<std::byte> tail(5);
+    REQUIRE(split->read(t, t.size - 5, tail).ok());
+    REQUIRE(std::memcmp(tail.data(), t.data + t.size - 5, 5) == 0);
+  }
+  const tensor_info& last = split->tensors().back();
+  std::vector<std::byte> past(2);
+  const auto r = split->read(last, last.size - 1, past);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.err().message, Catch::Contains(std::string(last.name)) && Catch::Contains("past"));
 }
 
 TEST_CASE("GGUF version 2 files are read", "[gguf][reader]") {

@@ -1,4 +1,5 @@
-// A read-only memory mapping of a whole file. Move-only; unmaps on destruction.
+// A read-only memory mapping of a whole file, and the file kept open for copies out of it.
+// Move-only; unmaps and closes on destruction.
 #pragma once
 
 #include <cstddef>
@@ -28,9 +29,16 @@ class mapped_file {
   std::size_t size() const noexcept { return size_; }
   const std::string& path() const noexcept { return path_; }
 
+  // Copies out.size() bytes from `offset` without touching the mapping (pread): the pages are
+  // not mapped into this process, so they add nothing to its resident set. Where a lookup reads
+  // a few rows of a large table now and then, reading them through the mapping would map the
+  // page cache's whole folios around them (up to 2 MiB each on current kernels).
+  result<void> read(std::uint64_t offset, std::span<std::byte> out) const;
+
  private:
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  int fd_ = -1;
   std::string path_;
 };
 

@@ -85,6 +85,9 @@ class file {
   const metadata& meta() const noexcept { return meta_; }
   std::span<const tensor_info> tensors() const noexcept { return tensors_; }
   const tensor_info* find_tensor(std::string_view name) const;
+  // Bytes [at, at + out.size()) of tensor t, copied out of the file without reading them through
+  // its mapping (mapped_file::read: nothing mapped into the process); parse()d bytes are copied.
+  result<void> read(const tensor_info& t, std::uint64_t at, std::span<std::byte> out) const;
 
   std::size_t n_parts() const noexcept { return parts_.size(); }
   const std::string& part_path(std::size_t i) const { return parts_[i].path; }
