@@ -743,8 +743,9 @@ std::size_t pack_q2_K(weight& w);
 
 // The packed Q5_0 / Q5_1 / Q4_1 layouts of `Rows` rows (simd_x86_legacy_packed.cpp: 8,
 // simd_x86_legacy_x16.cpp: 16), per group and block, the blocks' own size: d[Rows] f16; m[Rows]
-// f16 (Q5_1, Q4_1); qh (Q5_0, Q5_1: bit L of byte 4r + j the fifth bit of row r's element 4L +
-// j); nib[4] (byte 4r + j of nib[i]: row r's qs[4i + j]). Lane L of the rows is one vector.
+// f16 (Q5_1, Q4_1); qh (Q5_0, Q5_1: 8 rows, bit L of byte 4r + j the fifth bit of row r's
+// element 4L + j; 16 rows, a 64-bit mask per lane, simd_x86_legacy_x16.cpp); nib[4] (byte 4r + j
+// of nib[i]: row r's qs[4i + j]). Lane L of the rows is one vector.
 template <class Block, std::size_t Rows>
 struct legacy_layout {
   static constexpr bool fifth_bit = !std::is_same_v<Block, gguf::block_q4_1>;
