@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <string>
 
 #include <sys/mman.h>
@@ -57,7 +58,9 @@ bool transparent_huge_pages() {
 std::size_t move_rows_to_huge_pages(weight& w) {
   constexpr std::size_t huge = std::size_t{2} << 20;
   const std::size_t bytes = w.row_bytes * static_cast<std::size_t>(w.out);
-  if (bytes < huge || !transparent_huge_pages()) return 0;
+  // Below 2 MiB a buffer of its own would be heap pages; carved from a model's region
+  // (packing_together) it lies in huge pages with the rest.
+  if (!transparent_huge_pages() || (bytes < huge && cpu::current_carving == nullptr)) return 0;
   auto rows = cpu::make_aligned_bytes(bytes);
   cpu::copy_on_load_threads(rows.get(), w.data, bytes);
   w.data = rows.get();
@@ -106,8 +109,14 @@ struct packing_together::state {
 
 packing_together::packing_together(std::size_t bytes) {
   if (!cpu_repack() || bytes < (std::size_t{2} << 20)) return;  // below: a region's memset would cost what copying saves
-  state_ = std::make_unique<state>();
-  state_->region.region = cpu::make_aligned_bytes(bytes);  // before it is installed: not carved from an outer one
+  if (cpu::current_carving != nullptr) return;  // an outer region lays them one after the other already
+  auto s = std::make_unique<state>();
+  try {
+    s->region.region = cpu::make_aligned_bytes(bytes);  // before it is installed: not carved from an outer one
+  } catch (const std::bad_alloc&) {
+    return;  // address space refused (a model's whole bound at once): each buffer on its own
+  }
+  state_ = std::move(s);
   state_->region.size = bytes;
   state_->outer = cpu::current_carving;
   cpu::current_carving = &state_->region;

@@ -64,6 +64,14 @@ void binder::place_together(std::initializer_list<linear*> parts) {
   dispatch::place_packed_together(std::span<dispatch::weight* const>(weights, count));
 }
 
+std::size_t binder::matrix_bytes_bound(const gguf::file& f) {
+  std::size_t bytes = 0;
+  for (const gguf::tensor_info& t : f.tensors()) {
+    if (t.n_dims >= 2) bytes += t.size + t.size / 16 + (64u << 10);  // as pack_together's bounds
+  }
+  return bytes;
+}
+
 dispatch::packing_together binder::pack_together(std::initializer_list<std::string> names) const {
   std::size_t bytes = 0;
   for (const std::string& name : names) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,7 +38,10 @@ void apply_parts(forward_context& ctx, std::initializer_list<linear_output> part
 // Looks tensors up by name and checks their shapes; the first problem is kept and reported.
 class binder {
  public:
-  binder(const gguf::file& f, std::string arch) : file_(f), arch_(std::move(arch)) {}
+  // The matrices bound through it are packed into one region (dispatch::packing_together) for
+  // as long as it lives.
+  binder(const gguf::file& f, std::string arch)
+      : file_(f), arch_(std::move(arch)), together_(std::make_unique<dispatch::packing_together>(matrix_bytes_bound(f))) {}
 
   // nullptr if absent and optional; shapes are ggml order; -1 matches any size.
   const gguf::tensor_info* tensor(const std::string& name, std::initializer_list<std::int64_t> shape, bool optional = false);
@@ -68,8 +72,10 @@ class binder {
 
  private:
   void fail(std::string message);
+  static std::size_t matrix_bytes_bound(const gguf::file& f);
   const gguf::file& file_;
   std::string arch_;
+  std::unique_ptr<dispatch::packing_together> together_;
   std::optional<error> error_;
   std::size_t packed_bytes_ = 0;
 };
