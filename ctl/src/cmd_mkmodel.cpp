@@ -313,7 +313,10 @@ int run_mkmodel(const std::vector<std::string>& argv) {
   const auto t = [&](std::string_view tensor, std::int64_t layer) {
     return type_for(choice->mix, choice->base, tensor, layer, n_layer);
   };
-  bool ok = add("token_embd.weight", t("token_embd", 0), sh->n_embd, n_vocab) && add_norm("output_norm.weight", sh->n_embd);
+  // A table that is also the output head gets the head's type, as llama-quantize gives it (Q6_K
+  // in the K mixes: Q8_0 where its rows hold no whole super-block, as Qwen2.5-0.5B's of 896).
+  bool ok = add("token_embd.weight", t(sh->tied_output ? "output" : "token_embd", 0), sh->n_embd, n_vocab) &&
+            add_norm("output_norm.weight", sh->n_embd);
   if (!sh->tied_output) ok = ok && add("output.weight", t("output", 0), sh->n_embd, n_vocab);
   for (std::int64_t l = 0; ok && l < n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <string_view>
 
 #include "process.hpp"
 #include "shared_data.hpp"
@@ -174,4 +176,24 @@ TEST_CASE("mkmodel refuses unknown shapes and types with the way out") {
   CHECK(type.exit_code == 2);
   const auto list = run_process({SPITECTL_PATH, "mkmodel", "--list"});
   CHECK_THAT(list.out, Catch::Contains("tinyllama-1.1b"));
+}
+
+TEST_CASE("mkmodel gives a tied embedding table the output head's type, Q8_0 where its rows hold no super-block") {
+  temp_dir dir;
+  const std::string vocab = shared_path("models/vocab/ggml-vocab-llama-spm.gguf").string();
+  const auto table_type = [&](const char* shape, std::string_view other, std::string_view other_type) {
+    const std::string out = (dir.path() / (std::string(shape) + ".gguf")).string();
+    const auto r = run_process({SPITECTL_PATH, "mkmodel", "--shape", shape, "--type", "Q4_K_M", "--vocab", vocab, "--out", out, "--layers", "1"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    auto f = spite::gguf::file::open(out);
+    REQUIRE(f.ok());
+    CHECK(f->find_tensor("output.weight") == nullptr);
+    const auto* o = f->find_tensor(std::string(other));
+    REQUIRE(o != nullptr);
+    CHECK(spite::gguf::type_name(o->type) == other_type);
+    return std::string(spite::gguf::type_name(f->find_tensor("token_embd.weight")->type));
+  };
+  CHECK(table_type("llama3.2-1b", "blk.0.attn_q.weight", "Q4_K") == "Q6_K");
+  CHECK(table_type("qwen2.5-0.5b", "blk.0.attn_q.weight", "Q5_0") == "Q8_0");  // rows of 896: Q4_K -> Q5_0, Q6_K -> Q8_0
 }
