@@ -10,6 +10,7 @@
 
 #include "decoder.hpp"
 #include "decoder_model.hpp"
+#include "loaded_model.hpp"
 #include "random_data.hpp"
 #include "shared_data.hpp"
 #include "spite/core/thread_pool.hpp"
@@ -33,11 +34,8 @@ std::vector<float> product(const spite::dispatch::weight& w, const std::vector<f
 TEST_CASE("experts are bound packed, gate beside up, and multiply as the file's expert") {
   const std::string name = GENERATE("tiny-qwen3moe.q8_0.gguf", "tiny-deepseek2.q8_0.gguf");
   CAPTURE(name);
-  auto file = spite::gguf::file::open(spite::test::shared_path("models/tiny/" + name).string());
-  REQUIRE(file.ok());
-  auto loaded = spite::models::load_model(*file);
-  REQUIRE(loaded.ok());
-  const auto* decoder = dynamic_cast<const spite::models::decoder_model*>(loaded->get());
+  const spite::test::loaded_model loaded = spite::test::load_model("models/tiny/" + name);
+  const auto* decoder = dynamic_cast<const spite::models::decoder_model*>(loaded.model.get());
   REQUIRE(decoder != nullptr);
 
   spite::thread_pool pool(2);

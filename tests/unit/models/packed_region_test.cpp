@@ -10,10 +10,8 @@
 
 #include "decoder.hpp"
 #include "decoder_model.hpp"
-#include "shared_data.hpp"
+#include "loaded_model.hpp"
 #include "spite/dispatch/tensor.hpp"
-#include "spite/gguf/file.hpp"
-#include "spite/models/model.hpp"
 
 namespace {
 
@@ -26,11 +24,8 @@ bool same_owner(const spite::dispatch::weight& a, const spite::dispatch::weight&
 TEST_CASE("a model's packed matrices share one region, q, k and v one after the other") {
   const std::string name = GENERATE("stories260K.gguf");
   CAPTURE(name);
-  auto file = spite::gguf::file::open(spite::test::shared_path("models/" + name).string());
-  REQUIRE(file.ok());
-  auto loaded = spite::models::load_model(*file);
-  REQUIRE(loaded.ok());
-  const auto* decoder = dynamic_cast<const spite::models::decoder_model*>(loaded->get());
+  const spite::test::loaded_model loaded = spite::test::load_model("models/" + name);
+  const auto* decoder = dynamic_cast<const spite::models::decoder_model*>(loaded.model.get());
   REQUIRE(decoder != nullptr);
   const spite::models::decoder_weights& w = decoder->weights;
 

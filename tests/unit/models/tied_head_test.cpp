@@ -10,6 +10,7 @@
 
 #include "decoder.hpp"
 #include "decoder_model.hpp"
+#include "loaded_model.hpp"
 #include "random_data.hpp"
 #include "shared_data.hpp"
 #include "spite/core/thread_pool.hpp"
@@ -22,12 +23,9 @@
 TEST_CASE("a tied output head is bound packed, multiplies as the embedding table, and lookups read the table") {
   const std::string name = GENERATE("tiny-qwen2.q8_0.gguf", "tiny-gemma3.q8_0.gguf", "tiny-llama3.q8_0.gguf");
   CAPTURE(name);
-  auto file = spite::gguf::file::open(spite::test::shared_path("models/tiny/" + name).string());
-  REQUIRE(file.ok());
-  REQUIRE(file->find_tensor("output.weight") == nullptr);
-  auto loaded = spite::models::load_model(*file);
-  REQUIRE(loaded.ok());
-  const auto* decoder = dynamic_cast<const spite::models::decoder_model*>(loaded->get());
+  const spite::test::loaded_model loaded = spite::test::load_model("models/tiny/" + name);
+  REQUIRE(loaded.file.find_tensor("output.weight") == nullptr);
+  const auto* decoder = dynamic_cast<const spite::models::decoder_model*>(loaded.model.get());
   REQUIRE(decoder != nullptr);
   const spite::models::decoder_weights& w = decoder->weights;
   REQUIRE(w.token_embd != nullptr);
