@@ -64,10 +64,17 @@ void binder::place_together(std::initializer_list<linear*> parts) {
   dispatch::place_packed_together(std::span<dispatch::weight* const>(weights, count));
 }
 
+namespace {
+
+// Bounds, not sizes: some packed layouts are a few percent larger than the file's blocks.
+std::size_t packed_bound(const gguf::tensor_info& t) { return t.size + t.size / 16 + (64u << 10); }
+
+}  // namespace
+
 std::size_t binder::matrix_bytes_bound(const gguf::file& f) {
   std::size_t bytes = 0;
   for (const gguf::tensor_info& t : f.tensors()) {
-    if (t.n_dims >= 2) bytes += t.size + t.size / 16 + (64u << 10);  // as pack_together's bounds
+    if (t.n_dims >= 2) bytes += packed_bound(t);
   }
   return bytes;
 }
@@ -75,8 +82,7 @@ std::size_t binder::matrix_bytes_bound(const gguf::file& f) {
 dispatch::packing_together binder::pack_together(std::initializer_list<std::string> names) const {
   std::size_t bytes = 0;
   for (const std::string& name : names) {
-    // Bounds, not sizes: some packed layouts are a few percent larger than the file's blocks.
-    if (const gguf::tensor_info* t = file_.find_tensor(name + ".weight")) bytes += t->size + t->size / 16 + (64u << 10);
+    if (const gguf::tensor_info* t = file_.find_tensor(name + ".weight")) bytes += packed_bound(*t);
   }
   return dispatch::packing_together(bytes);
 }

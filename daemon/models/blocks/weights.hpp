@@ -3,7 +3,6 @@
 #pragma once
 
 #include <initializer_list>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,7 +40,7 @@ class binder {
   // The matrices bound through it are packed into one region (dispatch::packing_together) for
   // as long as it lives.
   binder(const gguf::file& f, std::string arch)
-      : file_(f), arch_(std::move(arch)), together_(std::make_unique<dispatch::packing_together>(matrix_bytes_bound(f))) {}
+      : file_(f), arch_(std::move(arch)), together_(matrix_bytes_bound(f)) {}
 
   // nullptr if absent and optional; shapes are ggml order; -1 matches any size.
   const gguf::tensor_info* tensor(const std::string& name, std::initializer_list<std::int64_t> shape, bool optional = false);
@@ -75,7 +74,7 @@ class binder {
   static std::size_t matrix_bytes_bound(const gguf::file& f);
   const gguf::file& file_;
   std::string arch_;
-  std::unique_ptr<dispatch::packing_together> together_;
+  dispatch::packing_together together_;
   std::optional<error> error_;
   std::size_t packed_bytes_ = 0;
 };
