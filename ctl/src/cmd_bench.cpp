@@ -321,6 +321,10 @@ int run_ceilings(const args& a) {
     std::cout << c.to_json().dump(2) << "\n";
     return exit_ok;
   }
+  if (c.handoff.threads > 0) {
+    std::printf("hand-off   : %d threads: an empty job %.2f us; a cache line's round trip between two threads %.0f ns\n",
+                c.handoff.threads, c.handoff.empty_job_us, c.handoff.line_round_trip_ns);
+  }
   if (c.sequences.empty()) {
     std::printf("ceilings   : not measured here (the sequences are AVX2 and FMA forms on x86-64)\n");
     return exit_ok;
@@ -361,7 +365,7 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("--attention", "HEADS:KV_HEADS:DIM", "instead of a model: one attention call over an F16 KV cache of -d keys (default 4096), random values")
       .flag("--no-repack", "with --matmul: the file's layout, not the load-time packed one")
       .flag("--cold", "with --matmul / --attention: each call on the next of copies that exceed the caches (weights / cache from memory)")
-      .flag("--ceilings", "instead of a model: how fast this core runs each kernel family's instruction sequence, and how much of the bandwidth the decode sequence streams")
+      .flag("--ceilings", "instead of a model: how fast this core runs each kernel family's instruction sequence, how much of the bandwidth the decode sequence streams, and what a hand-off between the threads costs")
       .option("--kernels", "DIRS", "kernel plug-in directories (in this process)")
       .flag("--reference-kernels", "use only the built-in kernels (in this process)")
       .flag("--no-probes", "skip the bandwidth, peak FLOP/s and 8-bit peak probes")

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "process.hpp"
+#include "spite/core/cpu_plan.hpp"
 #include "spite/gguf/types.hpp"
 
 using nlohmann::json;
@@ -143,11 +144,24 @@ TEST_CASE("bench --matmul refuses a bad spec or a shape its type cannot hold, wi
   refused("F32:2000000:8", "in and out 1..1048576");
 }
 
-TEST_CASE("bench --ceilings measures each quantized kernel family's instruction sequence against the 8-bit peak, and the decode sequence streamed against the plain read") {
+TEST_CASE("bench --ceilings measures each quantized kernel family's instruction sequence against the 8-bit peak, the decode sequence streamed against the plain read, and the threads' hand-off") {
   const auto r = run_process({SPITECTL_PATH, "bench", "--ceilings", "--json"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const json j = json::parse(r.out);
+  // The hand-off is measured on any processor with two CPUs or more: an empty job of the pool
+  // costs at least one line's transfer and far less than a millisecond.
+  const auto& handoff = j.at("handoff");
+  if (std::thread::hardware_concurrency() > 1 && spite::affinity_cpus().size() > 1) {
+    CHECK(handoff.at("threads") == static_cast<int>(std::thread::hardware_concurrency()));
+    const double job_us = handoff.at("empty_job_us").get<double>(), trip_ns = handoff.at("line_round_trip_ns").get<double>();
+    CHECK(trip_ns > 1);
+    CHECK(trip_ns < 1e6);
+    CHECK(job_us * 1000 > trip_ns / 2);
+    CHECK(job_us < 1000);
+  } else {
+    CHECK(handoff.at("threads") == 0);
+  }
   const auto& sequences = j.at("sequences");
 #if defined(__x86_64__)
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
@@ -187,6 +201,7 @@ TEST_CASE("bench --ceilings measures each quantized kernel family's instruction 
   CHECK(text.exit_code == 0);
   CHECK(text.out.find("of 8-bit peak") != std::string::npos);
   CHECK(text.out.find("of the plain read") != std::string::npos);
+  if (std::thread::hardware_concurrency() > 1 && spite::affinity_cpus().size() > 1) CHECK(text.out.find("hand-off") != std::string::npos);
 #else
   CHECK(sequences.empty());
   CHECK(j.at("streamed").empty());

@@ -103,6 +103,7 @@ void packed_chunks(long n) {
 
 sequence_ceilings measure_sequence_ceilings() {
   sequence_ceilings c;
+  c.handoff = measure_handoff(static_cast<int>(std::thread::hardware_concurrency()));
 #if defined(__x86_64__)
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return c;
   c.isa = "avx2";
@@ -132,7 +133,11 @@ nlohmann::json sequence_ceilings::to_json() const {
   }
   nlohmann::json streams = nlohmann::json::array();
   for (const auto& s : streamed) streams.push_back(s.to_json());
-  return {{"isa", isa}, {"peak_int8_gop_per_s", peak_int8_gops}, {"sequences", seqs}, {"streamed", streams}};
+  return {{"isa", isa},
+          {"peak_int8_gop_per_s", peak_int8_gops},
+          {"sequences", seqs},
+          {"streamed", streams},
+          {"handoff", handoff.to_json()}};
 }
 
 }  // namespace spite::bench

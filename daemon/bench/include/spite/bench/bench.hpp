@@ -64,7 +64,18 @@ struct stream_ceiling {
 };
 stream_ceiling measure_stream_ceiling(int threads);
 
+// What handing an operation to the pool's threads costs (handoff_probe.cpp): the caller's time
+// per empty parallel_for job of `threads` threads, and one cache line's round trip between two
+// threads (the transfers a hand-off is made of). threads 0: not measured (fewer than 2 CPUs).
+struct handoff_cost {
+  int threads = 0;
+  double empty_job_us = 0, line_round_trip_ns = 0;
+  nlohmann::json to_json() const;
+};
+handoff_cost measure_handoff(int threads);
+
 struct sequence_ceilings {
+  handoff_cost handoff;       // every hardware thread, on any processor
   std::string isa;            // "avx2", or empty where nothing was measured
   double peak_int8_gops = 0;  // the 8-bit peak measured the same way, one thread
   std::vector<sequence_ceiling> sequences;
