@@ -2,7 +2,9 @@
 """Regenerates the tables of docs/performance.md: for each weight type and thread count, a
 random-weight model of one shape is written with `spitectl mkmodel` and measured with
 `spitectl bench --json` (prefill, decode, and the fractions of the machine's measured memory
-bandwidth, peak FLOP/s and compute roofline, probed in the same run).
+bandwidth, peak FLOP/s and compute roofline, probed in the same run; decode also against a
+plain read of the step's weights op by op through the same threads, which tells the kernels'
+share of a gap from the memory's).
 
 usage: tools/perf_table.py [--shape tinyllama-1.1b] [--types Q4_0,Q8_0,Q4_K_M,F16] [--threads 1,2]
                            [--vocab VOCAB.gguf] [--spitectl build/bin/spitectl] [-p 128] [-n 32] [-r 3]
@@ -117,14 +119,16 @@ def main():
     lines = [f"Shape `{a.shape}`, random weights from `spitectl mkmodel`; `spitectl bench -p {a.p} -n {a.n} -r {a.r}`.{made_by}",
              "",
              "| type | threads | size | pp t/s | of peak FLOP/s | of compute roofline | tg t/s | of bandwidth roofline | "
-             "bandwidth GB/s | peak GFLOP/s | 8-bit peak Gop/s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "of plain read | bandwidth GB/s | plain read GB/s | peak GFLOP/s | 8-bit peak Gop/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t, th, r in rows:
         lines.append(
             f"| {t} | {th} | {r['weight_bytes'] / 2**20:.0f} MiB | {r['pp_tokens_per_s']['median']:.1f} | "
             f"{100 * r['prefill_peak_fraction']:.1f}% | {100 * r.get('prefill_roofline_fraction', 0):.1f}% | "
             f"{r['tg_tokens_per_s']['median']:.2f} | {100 * r['decode_roofline_fraction']:.1f}% | "
-            f"{r['bandwidth_gb_per_s']:.1f} | {r['peak_gflop_per_s']:.0f} | {r.get('peak_int8_gop_per_s', 0):.0f} |")
+            f"{100 * r.get('decode_of_token_read', 0):.1f}% | {r['bandwidth_gb_per_s']:.1f} | "
+            f"{r.get('token_read_gb_per_s', {}).get('median', 0):.1f} | "
+            f"{r['peak_gflop_per_s']:.0f} | {r.get('peak_int8_gop_per_s', 0):.0f} |")
     if batched:
         lines += ["",
                   "B sequences decoding together against one alone, timed in the same repetitions: "
