@@ -442,6 +442,46 @@ std::size_t pack_row_groups(weight& w, std::size_t packed_block, const Pack& pac
   return bytes;
 }
 
+// Row r's dwords of a Q6_K super-block in the 8- and 16-row layouts (vectors of `vec` bytes,
+// row r's four bytes at `lane` = 4r of each): per 32-element group g of the unpacked 6-bit
+// quants q, low vector m (at low(g) + vec m) holds elements 32g + 4m + i in its low nibbles and
+// 32g + 16 + 4m + i in its high ones; top-bit vector h (at high(g) + vec h) the top two bits of
+// elements 32g + 16h + 4m + i at bits 2m. Four bytes at a time: element by element (two
+// read-modify-writes at computed offsets each) the 8-row packing took most of a Q6_K model's load.
+template <class Low, class High>
+void pack_q6_K_dwords(const std::int8_t* q, std::size_t vec, std::size_t lane, const Low& low, const High& high) {
+  for (int g = 0; g < 8; ++g) {
+    std::uint32_t first[4], second[4];  // byte i: elements 32g + 4m + i and 32g + 16 + 4m + i
+    std::memcpy(first, q + 32 * g, 16);
+    std::memcpy(second, q + 32 * g + 16, 16);
+    std::uint32_t top[2] = {0, 0};
+    for (int m = 0; m < 4; ++m) {
+      const std::uint32_t nibbles = (first[m] & 0x0F0F0F0FU) | (second[m] & 0x0F0F0F0FU) << 4;
+      std::memcpy(low(g) + vec * static_cast<std::size_t>(m) + lane, &nibbles, 4);
+      top[0] |= (first[m] >> 4 & 0x03030303U) << (2 * m);
+      top[1] |= (second[m] >> 4 & 0x03030303U) << (2 * m);
+    }
+    for (int h = 0; h < 2; ++h) std::memcpy(high(g) + vec * static_cast<std::size_t>(h) + lane, &top[h], 4);
+  }
+}
+
+// Row r's dwords of a Q2_K super-block in the 8- and 16-row layouts: sub-block sb's vector (at
+// quants + vec sb) holds in byte lane + i elements 16 sb + 4j + i at bits 2j, j = 0..3. Element
+// e = 128h + 32k + l of a block is bits 2k..2k+1 of qs[32h + l]. Four bytes at a time, as above.
+inline void pack_q2_K_dwords(const std::uint8_t* qs, std::uint8_t* quants, std::size_t vec, std::size_t lane) {
+  for (int sb = 0; sb < 16; ++sb) {
+    const std::uint8_t* src = qs + 32 * (sb / 8) + 16 * (sb % 2);
+    const int shift = 2 * ((sb % 8) / 2);
+    std::uint32_t packed = 0;
+    for (int j = 0; j < 4; ++j) {
+      std::uint32_t word;
+      std::memcpy(&word, src + 4 * j, 4);
+      packed |= (word >> shift & 0x03030303U) << (2 * j);
+    }
+    std::memcpy(quants + vec * static_cast<std::size_t>(sb) + lane, &packed, 4);
+  }
+}
+
 // Int16 k (0 or 1) of each dword of `pairs` in both its halves: one of a row's two scales for
 // VPMADDWD / VPDPWSSD against pair sums (the 8-row K-quant layouts).
 SPITE_AVX2 inline __m256i pair_half(__m256i pairs, int k) {

@@ -108,21 +108,7 @@ std::size_t pack_q2_K_impl(weight& w) {
     std::memcpy(dst + 2 * r, &blk.d, 2);
     std::memcpy(dst + 16 + 2 * r, &blk.dmin, 2);
     for (int sb = 0; sb < 16; ++sb) dst[q2_K_packed_scales + 8 * sb + r] = blk.scales[sb];
-    // Element e = 128h + 32k + l of a block is bits 2k..2k+1 of qs[32h + l]. Row r's dword of
-    // sub-block sb: byte i holds elements 16 sb + 4 j + i at bits 2j, j = 0..3, made four bytes
-    // at a time (element by element, each a read-modify-write at a computed offset, this packing
-    // took ~0.9 s of a TinyLlama Q2_K load on two threads).
-    for (int sb = 0; sb < 16; ++sb) {
-      const std::uint8_t* qs = blk.qs + 32 * (sb / 8) + 16 * (sb % 2);
-      const int shift = 2 * ((sb % 8) / 2);
-      std::uint32_t packed = 0;
-      for (int j = 0; j < 4; ++j) {
-        std::uint32_t word;
-        std::memcpy(&word, qs + 4 * j, 4);
-        packed |= (word >> shift & 0x03030303U) << (2 * j);
-      }
-      std::memcpy(dst + q2_K_packed_quants + 32 * static_cast<std::size_t>(sb) + 4 * static_cast<std::size_t>(r), &packed, 4);
-    }
+    pack_q2_K_dwords(blk.qs, dst + q2_K_packed_quants, 32, 4 * static_cast<std::size_t>(r));
   });
 }
 

@@ -140,11 +140,7 @@ std::size_t pack_q2_K_x16(weight& w) {
     std::memcpy(dst + 2 * r, &blk.d, 2);
     std::memcpy(dst + x16_dmin + 2 * r, &blk.dmin, 2);
     for (int j = 0; j < 16; ++j) dst[x16_scales + 32 * (j / 2) + 2 * r + j % 2] = blk.scales[j];
-    // Element e = 128 h + 32 k + l: bits 2k..2k+1 of qs[32 h + l].
-    for (int e = 0; e < qkk; ++e) {
-      const int q = (blk.qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3;
-      dst[x16_quants + 64 * (e / 16) + 4 * r + e % 4] |= static_cast<std::uint8_t>(q << (2 * (e % 16 / 4)));
-    }
+    pack_q2_K_dwords(blk.qs, dst + x16_quants, 64, 4 * static_cast<std::size_t>(r));
   });
 }
 

@@ -205,13 +205,8 @@ std::size_t pack_q6_K_x16(weight& w) {
     kquants::unpack_q6_K(blk, q, sc);
     std::memcpy(dst + 2 * r, &blk.d, 2);
     for (int s = 0; s < 16; ++s) dst[x16_scales + 32 * (s / 2) + 2 * r + s % 2] = static_cast<std::uint8_t>(sc[s]);
-    for (int k = 0; k < 64; ++k) {
-      for (int i = 0; i < 4; ++i) {
-        const auto v = static_cast<std::uint8_t>(q[4 * k + i]);
-        dst[low_offset(k) + 4 * r + i] |= static_cast<std::uint8_t>((v & 0xF) << low_shift(k));
-        dst[high_offset(k) + 4 * r + i] |= static_cast<std::uint8_t>((v >> 4) << high_shift(k));
-      }
-    }
+    pack_q6_K_dwords(q, 64, 4 * static_cast<std::size_t>(r), [&](int g) { return dst + low_offset(8 * g); },
+                     [&](int g) { return dst + high_offset(8 * g); });
   });
 }
 

@@ -57,31 +57,14 @@ constexpr std::int64_t x8_smallest_tile = 2;
 
 std::size_t pack_q6_K_x8(weight& w) {
   if (w.out % 8 != 0) return 0;
-  // A dword per row and vector, four elements at a time: element by element (two read-modify-
-  // writes each at computed offsets) this packing took 2.0 s of a TinyLlama Q6_K load on two
-  // threads (most of Q4_K_M's too).
   return pack_row_groups<gguf::block_q6_K>(w, x8_block, [](std::byte* dst, const gguf::block_q6_K& blk, int r) {
     std::int8_t q[qkk], sc[16];
     kquants::unpack_q6_K(blk, q, sc);
     std::memcpy(dst + 2 * r, &blk.d, 2);
     auto* bytes = reinterpret_cast<std::uint8_t*>(dst);
     for (int s = 0; s < 16; ++s) bytes[x8_scales + 16 * (s / 2) + 2 * static_cast<std::size_t>(r) + s % 2] = static_cast<std::uint8_t>(sc[s]);
-    const std::size_t lane = 4 * static_cast<std::size_t>(r);
-    for (int g = 0; g < 8; ++g) {
-      std::byte* grp = dst + x8_groups + x8_group * static_cast<std::size_t>(g);
-      std::uint32_t first[4], second[4];  // elements 32g + 4m + i and 32g + 16 + 4m + i, byte i
-      std::memcpy(first, q + 32 * g, 16);
-      std::memcpy(second, q + 32 * g + 16, 16);
-      std::uint32_t high[2] = {0, 0};
-      for (int m = 0; m < 4; ++m) {
-        const std::uint32_t low = (first[m] & 0x0F0F0F0FU) | (second[m] & 0x0F0F0F0FU) << 4;
-        std::memcpy(grp + 32 * static_cast<std::size_t>(m) + lane, &low, 4);
-        high[0] |= (first[m] >> 4 & 0x03030303U) << (2 * m);
-        high[1] |= (second[m] >> 4 & 0x03030303U) << (2 * m);
-      }
-      std::memcpy(grp + 128 + lane, &high[0], 4);
-      std::memcpy(grp + 160 + lane, &high[1], 4);
-    }
+    const auto group = [&](int g) { return bytes + x8_groups + x8_group * static_cast<std::size_t>(g); };
+    pack_q6_K_dwords(q, 32, 4 * static_cast<std::size_t>(r), group, [&](int g) { return group(g) + 128; });
   });
 }
 
