@@ -205,9 +205,10 @@ std::size_t pack16(weight& w) {
         if constexpr (f::fifth_bit) {
           std::uint32_t qh;
           std::memcpy(&qh, blk.qh, 4);
-          // Element e = 4L + j: bit 4r + j of mask L, i.e. byte r / 2, bit 4 (r % 2) + j.
-          for (int e = 0; e < 32; ++e) {
-            dst[f::qh_at + 8 * (e / 4) + r / 2] |= static_cast<std::uint8_t>(((qh >> e) & 1) << (4 * (r % 2) + e % 4));
+          // Element e = 4L + j: bit 4r + j of mask L, i.e. byte r / 2, bit 4 (r % 2) + j: the 4
+          // bits of chunk L at once.
+          for (int L = 0; L < 8; ++L) {
+            dst[f::qh_at + 8 * L + r / 2] |= static_cast<std::uint8_t>(((qh >> (4 * L)) & 0xFU) << (4 * (r % 2)));
           }
         }
         for (int i = 0; i < 4; ++i) std::memcpy(dst + f::nibbles_at + 64 * i + 4 * r, blk.qs + 4 * i, 4);

@@ -205,14 +205,19 @@ std::size_t pack_q5_K_x16(weight& w) {
     for (int grp = 0; grp < 8; ++grp) {
       dst[x16_scales + 16 * grp + r] = static_cast<std::uint8_t>(sc16[2 * grp]);
       dst[x16_mins + 32 * (grp / 2) + 2 * r + grp % 2] = static_cast<std::uint8_t>(mins[grp]);
+      // Row r's dwords, four elements at a time (element by element, two read-modify-writes at
+      // computed offsets each, as Q6_K's packer did before it took most of a Q6_K model's load):
+      // chunk L = elements 32 grp + 4L + j in the low (L < 4) or high nibbles of vector L % 4,
+      // their fifth bits at bit L of the last vector.
       std::uint8_t* gd = dst + x16_groups + x16_group * static_cast<std::size_t>(grp);
-      for (int L = 0; L < 8; ++L) {
-        for (int j = 0; j < 4; ++j) {
-          const auto v = static_cast<std::uint8_t>(q[32 * grp + 4 * L + j]);
-          gd[64 * (L % 4) + 4 * r + j] |= static_cast<std::uint8_t>((v & 0xF) << (L >= 4 ? 4 : 0));
-          gd[256 + 4 * r + j] |= static_cast<std::uint8_t>((v >> 4) << L);
-        }
+      std::uint32_t chunk[8], fifth = 0;
+      std::memcpy(chunk, q + 32 * grp, 32);
+      for (int L = 0; L < 8; ++L) fifth |= (chunk[L] >> 4 & 0x01010101U) << L;
+      for (int m = 0; m < 4; ++m) {
+        const std::uint32_t nibbles = (chunk[m] & 0x0F0F0F0FU) | (chunk[m + 4] & 0x0F0F0F0FU) << 4;
+        std::memcpy(gd + 64 * m + 4 * static_cast<std::size_t>(r), &nibbles, 4);
       }
+      std::memcpy(gd + 256 + 4 * static_cast<std::size_t>(r), &fifth, 4);
     }
   });
 }
