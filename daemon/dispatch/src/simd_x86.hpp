@@ -16,6 +16,7 @@
 
 #include "aligned_buffer.hpp"
 #include "load_workers.hpp"
+#include "simd_x86_pack.hpp"
 #include "simd_x86_split.hpp"
 #include "spite/core/half.hpp"
 
@@ -418,69 +419,7 @@ inline void scales_mins_k4(const std::uint8_t* packed, std::uint32_t* out) {
   out[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
 }
 
-// ---- load-time packed layouts
-
-// Packs w's rows 8 at a time: pack(dst, blk, r) writes row r's block `blk` into its group's
-// packed block at dst (zeroed first, so packers may OR bit fields in). Sets w.packed; returns
-// the bytes.
-template <class Block, class Pack>
-std::size_t pack_row_groups(weight& w, std::size_t packed_block, const Pack& pack) {
-  const std::int64_t nb = w.in / static_cast<std::int64_t>(gguf::traits(w.type).block_size), groups = w.out / 8;
-  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * packed_block;
-  auto buffer = make_aligned_bytes(bytes);  // zeroed
-  for_load_ranges(groups, [&](std::int64_t g0, std::int64_t g1) {
-    for (std::int64_t g = g0; g < g1; ++g) {
-      for (std::int64_t b = 0; b < nb; ++b) {
-        std::byte* dst = buffer.get() + static_cast<std::size_t>(g * nb + b) * packed_block;
-        for (int r = 0; r < 8; ++r) pack(dst, reinterpret_cast<const Block*>(w.row(8 * g + r))[b], r);
-      }
-    }
-  });
-  w.packed = buffer.get();
-  w.packed_owner = std::move(buffer);
-  w.packed_rows = 8;
-  return bytes;
-}
-
-// Row r's dwords of a Q6_K super-block in the 8- and 16-row layouts (vectors of `vec` bytes,
-// row r's four bytes at `lane` = 4r of each): per 32-element group g of the unpacked 6-bit
-// quants q, low vector m (at low(g) + vec m) holds elements 32g + 4m + i in its low nibbles and
-// 32g + 16 + 4m + i in its high ones; top-bit vector h (at high(g) + vec h) the top two bits of
-// elements 32g + 16h + 4m + i at bits 2m. Four bytes at a time: element by element (two
-// read-modify-writes at computed offsets each) the 8-row packing took most of a Q6_K model's load.
-template <class Low, class High>
-void pack_q6_K_dwords(const std::int8_t* q, std::size_t vec, std::size_t lane, const Low& low, const High& high) {
-  for (int g = 0; g < 8; ++g) {
-    std::uint32_t first[4], second[4];  // byte i: elements 32g + 4m + i and 32g + 16 + 4m + i
-    std::memcpy(first, q + 32 * g, 16);
-    std::memcpy(second, q + 32 * g + 16, 16);
-    std::uint32_t top[2] = {0, 0};
-    for (int m = 0; m < 4; ++m) {
-      const std::uint32_t nibbles = (first[m] & 0x0F0F0F0FU) | (second[m] & 0x0F0F0F0FU) << 4;
-      std::memcpy(low(g) + vec * static_cast<std::size_t>(m) + lane, &nibbles, 4);
-      top[0] |= (first[m] >> 4 & 0x03030303U) << (2 * m);
-      top[1] |= (second[m] >> 4 & 0x03030303U) << (2 * m);
-    }
-    for (int h = 0; h < 2; ++h) std::memcpy(high(g) + vec * static_cast<std::size_t>(h) + lane, &top[h], 4);
-  }
-}
-
-// Row r's dwords of a Q2_K super-block in the 8- and 16-row layouts: sub-block sb's vector (at
-// quants + vec sb) holds in byte lane + i elements 16 sb + 4j + i at bits 2j, j = 0..3. Element
-// e = 128h + 32k + l of a block is bits 2k..2k+1 of qs[32h + l]. Four bytes at a time, as above.
-inline void pack_q2_K_dwords(const std::uint8_t* qs, std::uint8_t* quants, std::size_t vec, std::size_t lane) {
-  for (int sb = 0; sb < 16; ++sb) {
-    const std::uint8_t* src = qs + 32 * (sb / 8) + 16 * (sb % 2);
-    const int shift = 2 * ((sb % 8) / 2);
-    std::uint32_t packed = 0;
-    for (int j = 0; j < 4; ++j) {
-      std::uint32_t word;
-      std::memcpy(&word, src + 4 * j, 4);
-      packed |= (word >> shift & 0x03030303U) << (2 * j);
-    }
-    std::memcpy(quants + vec * static_cast<std::size_t>(sb) + lane, &packed, 4);
-  }
-}
+// ---- load-time packed layouts (packing itself, plain code: simd_x86_pack.hpp)
 
 // Int16 k (0 or 1) of each dword of `pairs` in both its halves: one of a row's two scales for
 // VPMADDWD / VPDPWSSD against pair sums (the 8-row K-quant layouts).
@@ -490,25 +429,6 @@ SPITE_AVX2 inline __m256i pair_half(__m256i pairs, int k) {
                               : _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7, 10,
                                                  11, 10, 11, 14, 15, 14, 15);
   return _mm256_shuffle_epi8(pairs, pick);
-}
-
-// Q3_K's 32-element group g = 4c + k of a block (elements 128c + 32k + l: low bits 2k..2k+1 of
-// qs[32c + l], third bit bit 4c + k of hmask[l]) as its 8- and 16-row layouts store a row's
-// share, four elements (a lane, l = 4L..4L+3) per dword, one byte each: low[m], bits 2j..2j+1
-// of each byte, the low two bits of lane 4m + j; high, bit L, the third bits of lane L.
-inline void q3_K_group_planes(const gguf::block_q3_K& blk, int g, std::uint32_t (&low)[2], std::uint32_t& high) {
-  const auto word = [](const std::uint8_t* p) {
-    std::uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  };
-  const int c = g / 4, k = g % 4;
-  for (int m = 0; m < 2; ++m) {
-    low[m] = 0;
-    for (int j = 0; j < 4; ++j) low[m] |= ((word(blk.qs + 32 * c + 16 * m + 4 * j) >> (2 * k)) & 0x03030303u) << (2 * j);
-  }
-  high = 0;
-  for (int L = 0; L < 8; ++L) high |= ((word(blk.hmask + 4 * L) >> (4 * c + k)) & 0x01010101u) << L;
 }
 
 // Q4_K, per group of 8 rows and super-block:
