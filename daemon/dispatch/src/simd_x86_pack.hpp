@@ -54,25 +54,26 @@ inline void q3_K_group_planes(const gguf::block_q3_K& blk, int g, std::uint32_t 
 }
 
 // Row r's dwords of a Q6_K super-block in the 8- and 16-row layouts (vectors of `vec` bytes,
-// row r's four bytes at `lane` = 4r of each): per 32-element group g of the unpacked 6-bit
-// quants q, low vector m (at low(g) + vec m) holds elements 32g + 4m + i in its low nibbles and
-// 32g + 16 + 4m + i in its high ones; top-bit vector h (at high(g) + vec h) the top two bits of
-// elements 32g + 16h + 4m + i at bits 2m. Four bytes at a time: element by element (two
-// read-modify-writes at computed offsets each) the 8-row packing took most of a Q6_K model's load.
-template <class Low, class High>
-void pack_q6_K_dwords(const std::int8_t* q, std::size_t vec, std::size_t lane, const Low& low, const High& high) {
+// row r's four bytes at `lane` = 4r of each; 32-element group g's six vectors at groups +
+// stride g): per group of the unpacked 6-bit quants q, low vector m (0..3) holds elements 32g +
+// 4m + i in its low nibbles and 32g + 16 + 4m + i in its high ones; top-bit vector h (4 + h)
+// the top two bits of elements 32g + 16h + 4m + i at bits 2m. Four bytes at a time: element by
+// element (two read-modify-writes at computed offsets each) the 8-row packing took most of a
+// Q6_K model's load.
+inline void pack_q6_K_dwords(const std::int8_t* q, std::uint8_t* groups, std::size_t stride, std::size_t vec, std::size_t lane) {
   for (int g = 0; g < 8; ++g) {
+    std::uint8_t* group = groups + stride * static_cast<std::size_t>(g) + lane;
     std::uint32_t first[4], second[4];  // byte i: elements 32g + 4m + i and 32g + 16 + 4m + i
     std::memcpy(first, q + 32 * g, 16);
     std::memcpy(second, q + 32 * g + 16, 16);
     std::uint32_t top[2] = {0, 0};
     for (int m = 0; m < 4; ++m) {
       const std::uint32_t nibbles = (first[m] & 0x0F0F0F0FU) | (second[m] & 0x0F0F0F0FU) << 4;
-      std::memcpy(low(g) + vec * static_cast<std::size_t>(m) + lane, &nibbles, 4);
+      std::memcpy(group + vec * static_cast<std::size_t>(m), &nibbles, 4);
       top[0] |= (first[m] >> 4 & 0x03030303U) << (2 * m);
       top[1] |= (second[m] >> 4 & 0x03030303U) << (2 * m);
     }
-    for (int h = 0; h < 2; ++h) std::memcpy(high(g) + vec * static_cast<std::size_t>(h) + lane, &top[h], 4);
+    for (int h = 0; h < 2; ++h) std::memcpy(group + vec * static_cast<std::size_t>(4 + h), &top[h], 4);
   }
 }
 

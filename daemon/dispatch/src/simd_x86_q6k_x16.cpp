@@ -205,8 +205,8 @@ std::size_t pack_q6_K_x16(weight& w) {
     kquants::unpack_q6_K(blk, q, sc);
     std::memcpy(dst + 2 * r, &blk.d, 2);
     for (int s = 0; s < 16; ++s) dst[x16_scales + 32 * (s / 2) + 2 * r + s % 2] = static_cast<std::uint8_t>(sc[s]);
-    pack_q6_K_dwords(q, 64, 4 * static_cast<std::size_t>(r), [&](int g) { return dst + low_offset(8 * g); },
-                     [&](int g) { return dst + high_offset(8 * g); });
+    static_assert(low_offset(8) - low_offset(0) == x16_group && high_offset(0) == low_offset(0) + 4 * 64);
+    pack_q6_K_dwords(q, dst + low_offset(0), x16_group, 64, 4 * static_cast<std::size_t>(r));
   });
 }
 

@@ -63,8 +63,7 @@ std::size_t pack_q6_K_x8(weight& w) {
     std::memcpy(dst + 2 * r, &blk.d, 2);
     auto* bytes = reinterpret_cast<std::uint8_t*>(dst);
     for (int s = 0; s < 16; ++s) bytes[x8_scales + 16 * (s / 2) + 2 * static_cast<std::size_t>(r) + s % 2] = static_cast<std::uint8_t>(sc[s]);
-    const auto group = [&](int g) { return bytes + x8_groups + x8_group * static_cast<std::size_t>(g); };
-    pack_q6_K_dwords(q, 32, 4 * static_cast<std::size_t>(r), group, [&](int g) { return group(g) + 128; });
+    pack_q6_K_dwords(q, bytes + x8_groups, x8_group, 32, 4 * static_cast<std::size_t>(r));
   });
 }
 
