@@ -189,16 +189,15 @@ SPITE_AVX512 void decode_groups(const std::byte* const* groups, std::int64_t nb,
 struct pair_block {
   __m256i lo, hi;  // [row 2p's bytes 0-15 | row 2p + 1's], [bytes 16-31 of both]: quants + 128
   __m256 scale;    // [row 2p x act k | row 2p + 1 x act k], k = 0..3
-  SPITE_AVX2 pair_block(const std::byte* group, std::int64_t b, int p, const q8_0_batch& xb, std::int64_t t0) {
-    const std::byte* span = span_of(group, b);
-    const std::byte* q = span + quants_at(b) + 64 * static_cast<std::size_t>(p);
+  // q: the pair's 64 bytes of a block, scales: its two f16, dx: the block's 4 activation scales.
+  SPITE_AVX2 pair_block(const std::byte* q, const std::byte* scales, const float* dx) {
     lo = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q + 32), reinterpret_cast<const __m128i*>(q));
     hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q + 48), reinterpret_cast<const __m128i*>(q + 16));
     const __m128i dup = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
     std::int32_t d2;
-    std::memcpy(&d2, span + scales_at(b) + 4 * static_cast<std::size_t>(p), 4);
+    std::memcpy(&d2, scales, 4);
     const __m256 dw = _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(d2), dup));
-    scale = _mm256_mul_ps(dw, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(&xb.d_by_block[static_cast<std::size_t>(b * xb.tokens + t0)])));
+    scale = _mm256_mul_ps(dw, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(dx)));
   }
 };
 
