@@ -172,6 +172,9 @@ SPITE_AVX2 inline void q4_K_pair_sums(const std::byte* const* blk, const gguf::b
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) a0[g][k] = a1[g][k] = _mm256_setzero_si256();
   }
+  // The 8 chunks unrolled: no loop's register moves around the barrier below (Q4_K:2048:2048 x
+  // 128 rows, one thread, AVX2, alternated: 155-169 -> 175-177 GFLOP/s).
+#pragma GCC unroll 8
   for (int c = 0; c < 8; ++c) {
     __m256i lo[G], hi[G];
     for (int g = 0; g < G; ++g) q4_K_packed_chunk(blk[g], j, c, lo[g], hi[g]);
