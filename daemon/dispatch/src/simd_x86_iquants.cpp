@@ -331,7 +331,8 @@ void matmul_iq4_nl(const weight& w, const float* x, std::int64_t n_tokens, float
     if (matmul_q4_0_x16(w, xb, n_tokens, true, y, pool)) return;
   } else if (w.packed != nullptr) {
     const q4_0_tiles* avx512 = avx512_iq4_nl_tiles();
-    matmul_q4_0_layout<iq4_nl_sums>(w, xb, n_tokens, y, pool, avx512 != nullptr ? avx512 : avx_vnni_iq4_nl_tiles());
+    const q4_0_tiles* vnni = avx_vnni_iq4_nl_tiles();
+    matmul_q4_0_layout(w, xb, n_tokens, y, pool, avx512 != nullptr ? *avx512 : vnni != nullptr ? *vnni : q4_0_layout_tiles<iq4_nl_sums>());
     return;
   }
   by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(q8_0_batch::row_bytes(nb)), pool,

@@ -1,6 +1,6 @@
 // The packed 8-row Q4_0 layout (Q4_0, and IQ4_NL with its own sums): the layout, the float side
-// of its tiles shared by the AVX2 and AVX-VNNI kernels, the AVX2 tiles, and the matmul that
-// picks a wider instruction set's tiles where they run. Internal to spite::dispatch.
+// of its tiles shared by the AVX2 and AVX-VNNI kernels, AVX2 tiles over a Sums (IQ4_NL's), and
+// the matmul over the tiles its caller picks. Internal to spite::dispatch.
 #pragma once
 
 #include "simd_x86.hpp"
@@ -91,16 +91,20 @@ struct q4_0_tiles {
   q4_0_pair_fn pair2 = nullptr, pair3 = nullptr;
 };
 
-// A matrix in the packed Q4_0 layout (Q4_0, and IQ4_NL with its own Sums): the tiles of a wider
-// instruction set where they run (`fast`: AVX-512 or AVX-VNNI), else AVX2's; decode as two
-// streams (by_group_pairs) where the tiles have a pair.
+// AVX2 tiles from a Sums (IQ4_NL's; Q4_0 has tiles of its own, simd_x86_avx2.cpp).
 template <class Sums>
-void matmul_q4_0_layout(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool,
-                        const q4_0_tiles* fast) {
+const q4_0_tiles& q4_0_layout_tiles() {
+  static const q4_0_tiles tiles{q4_0_layout_tile<Sums, 1>, q4_0_layout_tile<Sums, 4>, q4_0_layout_groups<Sums, 1, 2>,
+                                q4_0_layout_groups<Sums, 2, 2>, q4_0_layout_groups<Sums, 3, 2>};
+  return tiles;
+}
+
+// A matrix in the packed Q4_0 layout (Q4_0, IQ4_NL) with the tiles of the widest instruction set
+// that runs (AVX-512, AVX-VNNI or AVX2); decode as two streams (by_group_pairs) where the tiles
+// have a pair.
+inline void matmul_q4_0_layout(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, float* y, thread_pool& pool,
+                               const q4_0_tiles& tiles) {
   const std::int64_t nb = w.in / qk0;
-  const q4_0_tiles avx2{q4_0_layout_tile<Sums, 1>, q4_0_layout_tile<Sums, 4>, q4_0_layout_groups<Sums, 1, 2>,
-                        q4_0_layout_groups<Sums, 2, 2>, q4_0_layout_groups<Sums, 3, 2>};
-  const q4_0_tiles& tiles = fast != nullptr ? *fast : avx2;
   const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g * nb) * q4_0_packed_block; };
   // Two or three activation rows in one pass over each pair of groups, where a pass per row
   // unpacked them that many times: Q4_0:2048:11264 from memory, two threads, alternated, AVX2
