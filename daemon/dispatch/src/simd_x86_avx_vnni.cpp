@@ -43,7 +43,7 @@ bool has_avx_vnni() {
 
 using namespace x86;
 
-// Q4_0 / IQ4_NL sums of block `blk` for K activation rows from t0 (q4_0_sums, iq4_nl_sums).
+// Q4_0 / IQ4_NL sums of block `blk` for K activation rows from t0 (the AVX2 ones: q4_0_tiles_avx2, iq4_nl_sums).
 template <int K, bool Nl>
 SPITE_AVX_VNNI inline void block_sums(const std::byte* blk, __m256i table, const q8_0_batch& xb, std::int64_t nb,
                                       std::int64_t t0, std::int64_t b, __m256i* sum) {
