@@ -337,7 +337,8 @@ int run_ceilings(const args& a) {
                 s.sequence.c_str());
   }
   if (!c.streamed.empty()) {
-    std::printf("streamed   : the packed Q4_0 / Q4_K decode sequence over 256 MiB, in turns with the plain read of it\n");
+    std::printf("streamed   : the packed Q4_0 / Q4_K decode sequence over 256 MiB, two streams per thread, in turns with the "
+                "plain read of it\n");
   }
   for (const auto& s : c.streamed) {
     std::printf("%2d thread%s : plain read %.1f GB/s; the sequence from L2 %.1f GB/s, from memory %.1f GB/s (%.1f with "

@@ -52,10 +52,11 @@ struct sequence_ceiling {
 };
 // The packed Q4_0 / Q4_K one-row decode sequence (per 32 bytes of weights one load, two VPANDs
 // and a VPSRLW for the nibbles, and per nibble half a VPBROADCASTD of the activations, a
-// VPMADDUBSW and a VPADDW) run by `threads` threads over 256 MiB, in turns with the plain read
-// of the same bytes (measure_bandwidth's one-stream loop), with and without software prefetch 8 KiB ahead,
-// and over 128 KiB per thread that stays in L2. Its best streamed rate over the plain read is
-// the share of the bandwidth a decode kernel doing this much work per byte can stream here.
+// VPMADDUBSW and a VPADDW) run by `threads` threads over 256 MiB, each thread reading two
+// streams in step as the decode kernels do, in turns with the plain read of the same bytes (the
+// better of one stream and two per thread), with and without software prefetch 1 KiB ahead, and
+// over 128 KiB per thread that stays in L2. Its best streamed rate over the plain read is the
+// share of the bandwidth a decode kernel doing this much work per byte can stream here.
 struct stream_ceiling {
   int threads = 0;  // 0: not measured (no AVX2)
   double plain_gbs = 0, in_cache_gbs = 0, sequence_gbs = 0, prefetched_gbs = 0;
