@@ -255,7 +255,8 @@ void matmul_mxfp4_x8(const weight& w, const q8_0_batch& xb, std::int64_t n_token
   by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(x_row_bytes), pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
     const std::byte* group = w.packed + static_cast<std::size_t>(g) * stride;
     float* y8 = y + 8 * g;
-    // Tiles of 4, 2 and 1 activation rows.
+    // Tiles of 4, 3, 2 and 1 activation rows: three sequences decoding together unpack each
+    // block once, not once for a tile of 2 and again for 1.
     const auto run = [&]<int K>(std::int64_t t) {
       if (vnni) {
         tile_vnni<K>(group, nb, xb, corr.data(), t, w.out, t == t0, y8);
@@ -265,7 +266,11 @@ void matmul_mxfp4_x8(const weight& w, const q8_0_batch& xb, std::int64_t n_token
     };
     std::int64_t t = t0;
     for (; t + 4 <= t1; t += 4) run.template operator()<4>(t);
-    if (t + 2 <= t1) run.template operator()<2>(t), t += 2;
+    if (t + 3 == t1) {
+      run.template operator()<3>(t), t += 3;
+    } else if (t + 2 <= t1) {
+      run.template operator()<2>(t), t += 2;
+    }
     if (t < t1) run.template operator()<1>(t);
   });
 }
