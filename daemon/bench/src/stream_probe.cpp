@@ -50,7 +50,7 @@ void decode_sequence(const unsigned char* p, const unsigned char* end, const uns
 
 // The same with software prefetch of each stream's lines 1 KiB ahead (the bytes past a stream's
 // end are the buffer's own or the next thread's: prefetches do not fault). One stream so read
-// streamed at 90-110 % of a plain read 1-2 KiB ahead against 82-96 % 8 KiB and 75-84 % without
+// streamed at 90-110 % of a plain read 1-2 KiB ahead against 82-96 % 8 KiB and 75-81 % without
 // (Zen 3, one thread); two streams at 102-104 % 1 KiB ahead, 98-100 % 9-25 KiB (the distance of
 // the kernels' next row group at rows of 2048-5632) and 83-84 % without.
 void decode_sequence_prefetched(const unsigned char* p, const unsigned char* end, const unsigned char* q) {
