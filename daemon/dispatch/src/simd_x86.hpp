@@ -562,6 +562,9 @@ struct q4_K_tiles {
   q4_K_pair_fn pair = nullptr;  // null: decode by groups with `one`
   // Two and three activation rows against two groups in one pass (null: a pass per row).
   q4_K_pair_fn pair2 = nullptr, pair3 = nullptr;
+  // Two and three activation rows against one group: a batch's rows after its 4-row tiles (null:
+  // a pass per row).
+  q4_K_tile_fn two = nullptr, three = nullptr;
 };
 
 // A Q6_K row unpacked for batches (simd_x86_kquants.cpp unpack_q6_K_row): quants in element

@@ -344,7 +344,7 @@ SPITE_AVX2 void q4_0_tile_avx2(const std::byte* group, std::int64_t nb, const q8
 }
 
 const q4_0_tiles avx2_q4_0_tiles{q4_0_tile_avx2<1>, q4_0_tile_avx2<4>, q4_0_tiles_avx2<1, 2>, q4_0_tiles_avx2<2, 2>,
-                                 q4_0_tiles_avx2<3, 2>};
+                                 q4_0_tiles_avx2<3, 2>, q4_0_tile_avx2<2>, q4_0_tile_avx2<3>};
 
 void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (w.out % 8 != 0) return find_reference_matmul(tensor_type::q4_0)(w, x, n_tokens, y, pool);

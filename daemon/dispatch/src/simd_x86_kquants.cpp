@@ -206,7 +206,7 @@ void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
                         thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
   const q4_K_tiles avx2{q4_K_packed_tile<1>, q4_K_packed_tile<4>, q4_K_packed_gemm4, q4_K_packed_tile_pair,
-                        q4_K_packed_rows_pair<2>, q4_K_packed_rows_pair<3>};
+                        q4_K_packed_rows_pair<2>, q4_K_packed_rows_pair<3>, q4_K_packed_tile<2>, q4_K_packed_tile<3>};
   const q4_K_tiles* avx512 = avx512_q4_K_tiles();
   const q4_K_tiles* fast = avx512 != nullptr ? avx512 : avx_vnni_q4_K_tiles();
   const q4_K_tiles& tiles = fast != nullptr ? *fast : avx2;
@@ -241,6 +241,10 @@ void matmul_q4_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
         tiles.four(group, nb, xq, t, ng, w.out, y + 8 * g);
       }
     }
+    // The last 2 or 3 rows (5-7 sequences decoding together) unpack the group once more, not once
+    // per row.
+    const q4_K_tile_fn rest = t1 - t == 3 ? tiles.three : t1 - t == 2 ? tiles.two : nullptr;
+    if (rest != nullptr) return rest(group, nb, xq, t, ng, w.out, y + 8 * g);
     for (; t < t1; ++t) tiles.one(group, nb, xq, t, ng, w.out, y + 8 * g);
   });
 }

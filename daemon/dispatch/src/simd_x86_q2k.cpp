@@ -232,6 +232,10 @@ void matmul_q2_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_
         q2_K_packed_tile<4>(group, nb, xq, t, ng, w.out, y + 8 * g);
       }
     }
+    // The last 2 or 3 rows (two or three sequences decoding together, or a batch's rest) in one
+    // pass, not one per row.
+    if (t1 - t == 3) return q2_K_packed_tile<3>(group, nb, xq, t, ng, w.out, y + 8 * g);
+    if (t1 - t == 2) return q2_K_packed_tile<2>(group, nb, xq, t, ng, w.out, y + 8 * g);
     for (; t < t1; ++t) q2_K_packed_tile<1>(group, nb, xq, t, ng, w.out, y + 8 * g);
   });
 }

@@ -89,13 +89,17 @@ struct q4_0_tiles {
   q4_0_pair_fn pair = nullptr;  // null: decode by groups with `one`
   // Two and three activation rows (from t) against two groups in one pass (null: a pass per row).
   q4_0_pair_fn pair2 = nullptr, pair3 = nullptr;
+  // Two and three activation rows against one group: a batch's rows after its 4-row tiles (null:
+  // a pass per row).
+  q4_0_tile_fn two = nullptr, three = nullptr;
 };
 
 // AVX2 tiles from a Sums (IQ4_NL's; Q4_0 has tiles of its own, simd_x86_avx2.cpp).
 template <class Sums>
 const q4_0_tiles& q4_0_layout_tiles() {
   static const q4_0_tiles tiles{q4_0_layout_tile<Sums, 1>, q4_0_layout_tile<Sums, 4>, q4_0_layout_groups<Sums, 1, 2>,
-                                q4_0_layout_groups<Sums, 2, 2>, q4_0_layout_groups<Sums, 3, 2>};
+                                q4_0_layout_groups<Sums, 2, 2>, q4_0_layout_groups<Sums, 3, 2>, q4_0_layout_tile<Sums, 2>,
+                                q4_0_layout_tile<Sums, 3>};
   return tiles;
 }
 
@@ -129,6 +133,10 @@ inline void matmul_q4_0_layout(const weight& w, const q8_0_batch& xb, std::int64
                              [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
                                std::int64_t t = t0;
                                for (; t + 4 <= t1; t += 4) tiles.four(group_at(g), nb, xb, t, w.out, y + 8 * g);
+                               // The last 2 or 3 rows (5-7 sequences decoding together) unpack
+                               // the group once more, not once per row.
+                               const q4_0_tile_fn rest = t1 - t == 3 ? tiles.three : t1 - t == 2 ? tiles.two : nullptr;
+                               if (rest != nullptr) return rest(group_at(g), nb, xb, t, w.out, y + 8 * g);
                                for (; t < t1; ++t) tiles.one(group_at(g), nb, xb, t, w.out, y + 8 * g);
                              });
 }

@@ -164,7 +164,8 @@ struct unpacked_quants {
   }
 };
 
-// Activation rows [t0, t1) against one group: tiles of 4, then single rows.
+// Activation rows [t0, t1) against one group: tiles of 4, then one of the 2 or 3 rows left (two
+// or three sequences decoding together), or single rows.
 template <class Quants>
 SPITE_AVX2 void group_rows(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0, std::int64_t t1,
                            std::int64_t out, float* y, const Quants& quants) {
@@ -179,6 +180,8 @@ SPITE_AVX2 void group_rows(const std::byte* group, std::int64_t nb, const gguf::
     rows_tile<K>(group, nb, x, t == 0, y8, quants);
   };
   for (; t + 4 <= t1; t += 4) tile.template operator()<4>();
+  if (t1 - t == 3) return tile.template operator()<3>();
+  if (t1 - t == 2) return tile.template operator()<2>();
   for (; t < t1; ++t) tile.template operator()<1>();
 }
 
