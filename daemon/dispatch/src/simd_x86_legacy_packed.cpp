@@ -173,9 +173,19 @@ void matmul_packed(const weight& w, const float* x, std::int64_t n_tokens, float
   const std::size_t group_bytes = static_cast<std::size_t>(nb) * f::bytes;
   // Per activation row and block: its quants, scale (and sum, or Q5_0's lane offsets).
   const std::size_t x_row_bytes = static_cast<std::size_t>(nb) * (qk0 + 2 * sizeof(float) + 32);
+  // Up to this many activation rows each unpacks the group in registers itself, where a buffer
+  // of the group's unpacked lanes (written once, read per row) cost more: from the caches
+  // (`--matmul T:2048:2048 -t 1`, alternated), Q5_0 2 rows 312-315 -> 293 us, Q5_1 309-311 ->
+  // 278, Q4_1 303-304 -> 203 (3, 4, 5 rows 394 / 480 / 568 -> 301 / 399 / 498; 8 alike; 64
+  // 5943 against 6381), while Q5_0 3 rows took 408 against 436 with the buffer. Q5_0 2 rows
+  // from memory, two threads (`--matmul Q5_0:896:4864 --cold -t 2`): 178-209 -> 163-190 us.
+  constexpr std::int64_t packed_rows_up_to = f::fifth_bit ? 2 : 7;
   by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(x_row_bytes), pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
     const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
-    if (t1 - t0 == 1) return packed_row<Block>(group, nb, xb, off, t0, t0 == 0, y + t0 * w.out + 8 * g);
+    if (t1 - t0 <= packed_rows_up_to) {
+      for (std::int64_t t = t0; t < t1; ++t) packed_row<Block>(group, nb, xb, off, t, t == 0, y + t * w.out + 8 * g);
+      return;
+    }
     thread_local unpacked_group u;
     unpack_group<Block>(group, nb, u);
     const next_group_prefetch ahead(group + group_bytes, group_bytes, nb);
