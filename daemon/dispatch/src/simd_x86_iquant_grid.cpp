@@ -290,13 +290,18 @@ SPITE_AVX2 float dot_ternary(const typename D::block* x, const gguf::block_q8_K*
 
 // R::decoded holds a super-block decoded (vectors and its weight scale), R::dot<K> multiplies
 // decoded rows by K activation rows; K is R::tile (4, or 2 for IQ1_M's 4 accumulators per row)
-// or 1. Fewer than 4 activation rows take the decode kernel `Dot`. Where the AVX-512 VBMI kernels
-// run (simd_x86_iquant_grid_avx512.cpp), theirs take every product.
-template <class R, float (*Dot)(const typename R::block*, const gguf::block_q8_K*, std::int64_t)>
+// or 1. Fewer than `decoded_from` activation rows take the decode kernel `Dot`: one row, and for
+// TQ2_0, whose digits are two shifts and a mask, up to three. Two and three rows decoded once
+// each (where each took the decode kernel until 2026-12-06), `--matmul T:2048:2048 -t 1` from the
+// caches, Zen 3: IQ2_XXS 729 / 1058 -> 572 / 713 us, IQ2_S 965 / 1444 -> 748 / 853, IQ3_S 1524 /
+// 2290 -> 926 / 1029, IQ1_M 1553 / 2338 -> 1041 / 1238, TQ1_0 528 / 791 -> 361 / 434; TQ2_0 200 /
+// 234 against 198 / 269. Where the AVX-512 VBMI kernels run (simd_x86_iquant_grid_avx512.cpp),
+// theirs take every product.
+template <class R, float (*Dot)(const typename R::block*, const gguf::block_q8_K*, std::int64_t), std::int64_t decoded_from = 2>
 void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / gguf::qk_k;
   const auto fast = avx512_grid_matmul(static_cast<const typename R::block*>(nullptr));
-  if (fast == nullptr && n_tokens < 4) return iquant::matmul_q8_K<typename R::block, Dot>(w, x, n_tokens, y, pool);
+  if (fast == nullptr && n_tokens < decoded_from) return iquant::matmul_q8_K<typename R::block, Dot>(w, x, n_tokens, y, pool);
   std::vector<gguf::block_q8_K> xq;
   quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   if (fast != nullptr) return fast(w, xq.data(), n_tokens, y, pool);
@@ -538,7 +543,7 @@ std::span<const exact_matmul> grid_iquant_matmuls() {
       {gguf::tensor_type::iq1_s, matmul_decoded<iq1_s_rows, dot_iq1_s>},
       {gguf::tensor_type::iq1_m, matmul_decoded<iq1_m_rows, dot_iq1_m>},
       {gguf::tensor_type::tq1_0, matmul_decoded<ternary_rows<tq1_0_digits>, dot_ternary<tq1_0_digits>>},
-      {gguf::tensor_type::tq2_0, matmul_decoded<ternary_rows<tq2_0_digits>, dot_ternary<tq2_0_digits>>},
+      {gguf::tensor_type::tq2_0, matmul_decoded<ternary_rows<tq2_0_digits>, dot_ternary<tq2_0_digits>, 4>},
   };
   return table;
 }
