@@ -374,6 +374,12 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
           }
         }
       }
+      // Rows left two at a time as two or three sequences decode (AVX2; AVX-VNNI's lanes a
+      // row at a time).
+      for (; !vnni256 && t + 2 <= t1; t += 2) {
+        float* yt = yg + t * w.out;
+        avx2::rows_k<1, 2>(&group, nb, xb, corr.data(), t, t == t0, w.out, &yt);
+      }
       for (; t < t1; ++t) {
         float* yt = yg + t * w.out;
         rows.template operator()<1>(&group, t, t == t0, &yt);
