@@ -171,6 +171,8 @@ void attend_group(const attention_args& a, const shape& sh, const simd_math* sim
     if (!key_masked(a, t, j)) w.keys.push_back(static_cast<std::int32_t>(j));
   }
   const std::size_t n = w.keys.size();
+  // The kernels fetch the rows of keys a few places ahead: entries past the last key repeat it.
+  w.keys.resize(n + key_lookahead, n > 0 ? w.keys[n - 1] : 0);
   w.weight.resize(heads * n);
   w.rescale.resize(heads * n);
   for (std::size_t i0 = 0; i0 < n; i0 += key_block) {

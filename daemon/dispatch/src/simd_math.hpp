@@ -9,6 +9,10 @@
 
 namespace spite::dispatch::cpu {
 
+// Entries of a `keys` list past `count` that the attention kernels may read (to fetch the rows
+// of keys ahead; only fetched, never used): the caller pads the list.
+inline constexpr std::int64_t key_lookahead = 16;
+
 struct simd_math {
   // 16 lane sums of products (no fused multiply-add), reduced as reduce16; n % 16 == 0.
   float (*dot16)(const float* a, const float* b, std::int64_t n);

@@ -121,6 +121,10 @@ struct problem {
   }
 };
 
+// The kernels may read key_lookahead entries past a key list's end (to fetch rows ahead), as
+// the attention pads its lists: entries that repeat the last key.
+void pad_keys(std::vector<std::int32_t>& keys) { keys.resize(keys.size() + cpu::key_lookahead, keys.back()); }
+
 std::vector<float> run(const problem& p, bool flash, int threads) {
   std::vector<float> out(static_cast<std::size_t>(p.n_tokens * p.n_head * p.dv), NAN);
   spite::thread_pool pool(threads);
@@ -184,10 +188,12 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     for (auto& x : b) x = fp16_to_fp32(fp32_to_fp16(normal(rng)));
     std::vector<std::int32_t> keys;
     for (std::int32_t k = 0; k < 23; ++k) keys.push_back((k * 17) % n_rows);
-    std::vector<float> got(keys.size());
-    simd->dot_f16_rows(rows.data() + 5, stride, keys.data(), static_cast<std::int64_t>(keys.size()), b.data(), n, got.data());
+    const std::size_t count = keys.size();
+    pad_keys(keys);
+    std::vector<float> got(count);
+    simd->dot_f16_rows(rows.data() + 5, stride, keys.data(), static_cast<std::int64_t>(count), b.data(), n, got.data());
     INFO("rows of " << n);
-    for (std::size_t i = 0; i < keys.size(); ++i) {
+    for (std::size_t i = 0; i < count; ++i) {
       CHECK(same_bits(got[i], simd->dot_f16_blocks(rows.data() + 5 + keys[i] * stride, b.data(), n)));
     }
   }
@@ -226,6 +232,7 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
       weight.push_back(new_max ? 1.0f : std::exp(-std::fabs(normal(rng))));
       rescale.push_back(new_max ? (i == 0 ? 0.0f : std::exp(-std::fabs(normal(rng)))) : 1.0f);
     }
+    pad_keys(keys);
     std::vector<float> out(static_cast<std::size_t>(dv)), want(out.size());
     for (std::int64_t d = 0; d < dv; ++d) {
       std::uint16_t acc = 0;
@@ -268,6 +275,7 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
       for (auto& x : values) x = fp32_to_fp16(normal(rng));
       std::vector<std::int32_t> keys;
       for (std::int64_t i = 0; i < n_keys; ++i) keys.push_back(static_cast<std::int32_t>((i * 53) % 120));
+      pad_keys(keys);
       std::vector<float> weight(static_cast<std::size_t>(heads * n_keys)), rescale(weight.size());
       for (std::int64_t h = 0; h < heads; ++h) {
         for (std::int64_t i = 0; i < n_keys; ++i) {
@@ -310,6 +318,7 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
       for (auto& x : rows) x = fp32_to_fp16(normal(rng) * (normal(rng) > 2.0f ? 300.0f : 1.0f));
       std::vector<std::int32_t> keys;
       for (std::int64_t i = 0; i < count; ++i) keys.push_back(static_cast<std::int32_t>((i * 17) % 40));
+      pad_keys(keys);
       std::vector<float> q(static_cast<std::size_t>(heads * n));
       for (auto& x : q) x = fp16_to_fp32(fp32_to_fp16(normal(rng)));
       const std::int64_t out_stride = count + 3;
