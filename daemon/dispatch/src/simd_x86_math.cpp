@@ -306,8 +306,8 @@ template <int H>
 SPITE_AVX2 std::int64_t dot_f16_rows_heads128(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys,
                                               std::int64_t count, const float* b, float* out, std::int64_t out_stride) {
   const std::int64_t done = count / 4 * 4;
-  // Each key's folded sums go through memory: held for four keys they took 16 registers and
-  // GCC spilled the partial sums as well.
+  // Each key's folded sums wait in memory for the 4-key reduction: four keys' sums of 4 heads
+  // would take all 16 registers the folds need.
   alignas(32) float folded[4][H][8];
   for (std::int64_t i = 0; i < done; i += 4) {
 #pragma GCC unroll 4
