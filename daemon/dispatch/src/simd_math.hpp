@@ -11,7 +11,7 @@ namespace spite::dispatch::cpu {
 
 // Entries of a `keys` list past `count` that the attention kernels may read (to fetch the rows
 // of keys ahead; only fetched, never used): the caller pads the list.
-inline constexpr std::int64_t key_lookahead = 16;
+inline constexpr std::int64_t key_lookahead = 32;
 
 struct simd_math {
   // 16 lane sums of products (no fused multiply-add), reduced as reduce16; n % 16 == 0.

@@ -210,7 +210,7 @@ SPITE_AVX2 inline __m128 finish4(__m256 r0, __m256 r1, __m256 r2, __m256 r3) {
 
 // Keys ahead whose rows the scores and the value sums fetch (the rows of a kv head lie a whole
 // cache row of all kv heads apart, a stride the hardware fetches too late at long contexts).
-constexpr std::int64_t key_ahead = 8, value_ahead = 12;
+constexpr std::int64_t key_ahead = 12, value_ahead = 20;
 static_assert(key_ahead + 3 < key_lookahead && value_ahead < key_lookahead);
 
 // The cache lines of `bytes` bytes of a row from a.
