@@ -218,6 +218,44 @@ inline void fetch_row(const std::uint16_t* a, int bytes) {
   for (int o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(a) + o, _MM_HINT_T0);
 }
 
+// One row of `blocks` 64-element blocks as vec_dot_f16 sums them, up to its 8-lane fold: lane
+// group g = e % 64 / 16 takes the blocks' products in order by fmas from zero (fold128's sums
+// for two blocks).
+SPITE_AVX2 inline __m256 fold_blocks(const std::uint16_t* a, const float* b, std::int64_t blocks) {
+  __m256 p[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) p[i] = _mm256_setzero_ps();
+  for (std::int64_t k = 0; k < blocks; ++k) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) p[i] = _mm256_fmadd_ps(widen8(a + 64 * k + 8 * i), _mm256_loadu_ps(b + 64 * k + 8 * i), p[i]);
+  }
+  return fold_groups(p);
+}
+
+// vec_dot_f16's tail for four rows: from their block sums, each row's exact products of the
+// elements [from, n) added one by one in double (n - from a multiple of 8). The four rows' sums
+// are the lanes of one register, so their chains of dependent additions run side by side
+// instead of one after another.
+SPITE_AVX2 inline __m128 tail4(const std::uint16_t* const (&r)[4], const float* b, std::int64_t from, std::int64_t n, __m128 sums) {
+  __m256d s = _mm256_cvtps_pd(sums);
+  for (std::int64_t e = from; e < n; e += 8) {
+    const __m256 q = _mm256_loadu_ps(b + e);
+    const __m256 p0 = _mm256_mul_ps(widen8(r[0] + e), q), p1 = _mm256_mul_ps(widen8(r[1] + e), q);
+    const __m256 p2 = _mm256_mul_ps(widen8(r[2] + e), q), p3 = _mm256_mul_ps(widen8(r[3] + e), q);
+    // Transposed: u[j] holds element j of the four rows in its low half, element j + 4 in its
+    // high half.
+    const __m256 t0 = _mm256_unpacklo_ps(p0, p1), t1 = _mm256_unpackhi_ps(p0, p1);
+    const __m256 t2 = _mm256_unpacklo_ps(p2, p3), t3 = _mm256_unpackhi_ps(p2, p3);
+    const __m256 u[4] = {_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)),
+                         _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2))};
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm256_castps256_ps128(u[j])));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm256_extractf128_ps(u[j], 1)));
+  }
+  return _mm256_cvtpd_ps(s);
+}
+
 SPITE_AVX2 void dot_f16_rows(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys, std::int64_t count,
                              const float* b, std::int64_t n, float* out) {
   std::int64_t i = 0;
@@ -238,7 +276,36 @@ SPITE_AVX2 void dot_f16_rows(const std::uint16_t* rows, std::int64_t stride, con
       _mm_storeu_ps(out + i, finish4(r0, r1, r2, r3));
     }
   }
-  for (; i < count; ++i) out[i] = x86::vec_dot_f16(rows + keys[i] * stride, b, n);
+  // Other head sizes (Gemma's 256, Phi-3's 96, Phi-2's 80): four keys at a time where whole
+  // 8-element slices make up the tail, else key by key; each row fetched as above (up to 512
+  // bytes, with its last line: such rows need not start one). Phi-3's heads of 96: the 32-element
+  // tail's additions in double, one key after another, were half of its attention.
+  const int fetched = static_cast<int>(std::min<std::int64_t>(n, 256)) * 2;
+  const auto fetch = [&](std::int64_t k) {
+    const std::uint16_t* ahead = rows + keys[k + key_ahead] * stride;
+    fetch_row(ahead, fetched);
+    _mm_prefetch(reinterpret_cast<const char*>(ahead) + fetched - 1, _MM_HINT_T0);
+  };
+  if (n != 64 && n != 128 && n % 8 == 0) {
+    const std::int64_t blocks = n / 64, from = 64 * blocks;
+    for (; i + 4 <= count; i += 4) {
+      const std::uint16_t* r[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        fetch(i + k);
+        r[k] = rows + keys[i + k] * stride;
+      }
+      __m128 sums = _mm_setzero_ps();
+      if (blocks > 0) sums = finish4(fold_blocks(r[0], b, blocks), fold_blocks(r[1], b, blocks), fold_blocks(r[2], b, blocks),
+                                     fold_blocks(r[3], b, blocks));
+      if (from < n) sums = tail4(r, b, from, n, sums);
+      _mm_storeu_ps(out + i, sums);
+    }
+  }
+  for (; i < count; ++i) {
+    fetch(i);
+    out[i] = x86::vec_dot_f16(rows + keys[i] * stride, b, n);
+  }
 }
 
 // Up to 16 heads' scores of four keys at a time (64-element heads): each key row widened once for
@@ -496,6 +563,16 @@ SPITE_AVX2 float accumulate_f16(float* out, const std::uint16_t* values, std::in
   std::int64_t d = 0;
   if (has_avx512_kernels()) d = x86::accumulate_f16_avx512(out, values, stride, keys, weight, rescale, n, dv);
   for (; d + 64 <= dv; d += 64) accumulate_block<8>(out + d, values + d, stride, keys, weight, rescale, n);
+  // What is left in as few passes over the keys as whole blocks of 8 allow (Phi-3's heads of 96:
+  // 64 + 32, Phi-2's 80: 64 + 16).
+  if (d + 32 <= dv) {
+    accumulate_block<4>(out + d, values + d, stride, keys, weight, rescale, n);
+    d += 32;
+  }
+  if (d + 16 <= dv) {
+    accumulate_block<2>(out + d, values + d, stride, keys, weight, rescale, n);
+    d += 16;
+  }
   for (; d + 8 <= dv; d += 8) accumulate_block<1>(out + d, values + d, stride, keys, weight, rescale, n);
   if (d < dv) return accumulate_f16_scalar(out, values, stride, keys, weight, rescale, n, d, dv, sum);
   return denominator(sum, weight, rescale, n);

@@ -179,13 +179,20 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     CHECK(same_bits(simd->dot_f16_blocks(a.data(), b.data(), n), static_cast<float>(want)));
   }
   // The scores of a run of cached keys: each the bits of its own dot product, for head sizes on
-  // and off the 64-element path, runs not a multiple of its 4 keys, and rows of zeros.
-  for (const std::int64_t n : {64, 40, 128}) {
+  // and off the 64-element path (40, 96, 200, 256: four keys at a time, their tails' additions in
+  // double side by side; 13 key by key), runs not a multiple of its 4 keys, and rows of zeros.
+  // Magnitudes from 2^-20 to 2^12 (queries 2^-8 to 2^8), so that the float lane sums round and
+  // their order shows in the bits (the double tail's order rarely survives its final rounding
+  // to float: swapping two of its additions passed these checks).
+  std::uniform_int_distribution<int> row_scale(-20, 12), query_scale(-8, 8);
+  for (const std::int64_t n : {64, 40, 128, 96, 256, 200, 13}) {
     const std::int64_t stride = 3 * n + 7, n_rows = 50;
     std::vector<std::uint16_t> rows(static_cast<std::size_t>(n_rows * stride));
-    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = fp32_to_fp16(i / static_cast<std::size_t>(stride) % 7 == 3 ? 0.0f : normal(rng));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      rows[i] = fp32_to_fp16(i / static_cast<std::size_t>(stride) % 7 == 3 ? 0.0f : std::ldexp(normal(rng), row_scale(rng)));
+    }
     std::vector<float> b(static_cast<std::size_t>(n));
-    for (auto& x : b) x = fp16_to_fp32(fp32_to_fp16(normal(rng)));
+    for (auto& x : b) x = fp16_to_fp32(fp32_to_fp16(std::ldexp(normal(rng), query_scale(rng))));
     std::vector<std::int32_t> keys;
     for (std::int32_t k = 0; k < 23; ++k) keys.push_back((k * 17) % n_rows);
     const std::size_t count = keys.size();
@@ -215,10 +222,10 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
     CHECK(differ == 0);
   }
   // The f16 accumulator: keys in a scattered order, rescales now and then, head sizes on and
-  // off the 64-, 16- and 8-dimension blocks; the AVX-512 registers where the processor has
+  // off the 64-, 32-, 16- and 8-dimension blocks; the AVX-512 registers where the processor has
   // them, and the AVX2 ones.
   for (const bool avx512 : {true, false})
-  for (const std::int64_t dv : {64, 128, 72, 13, 200}) {
+  for (const std::int64_t dv : {64, 128, 72, 13, 200, 96, 80, 120}) {
     spite::dispatch::cpu::set_avx512(avx512);
     INFO("AVX-512 " << (avx512 ? "allowed" : "off"));
     const std::int64_t n_keys = 150, stride = dv + 5;
