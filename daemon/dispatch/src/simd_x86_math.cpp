@@ -340,19 +340,25 @@ SPITE_AVX2 std::int64_t dot_f16_rows_heads64(const std::uint16_t* rows, std::int
   return done;
 }
 
-// H heads' (H <= 4) fold128 of one 128-element key row at a, queries b + h * 128: each pair of
-// slices e and e + 64 widened once for the H heads, and each head's products p[e] (p[e] = the
-// exact product of slice e, rounded with the exact product of slice e + 64 added: fold128's
-// bits) taken in fold_groups' order, so that at most three of its partial sums are live.
-template <int H>
-SPITE_AVX2 inline void fold128_heads(const std::uint16_t* a, const float* b, __m256 (&r)[H]) {
+// H heads' fold of one row of M 64-element blocks at a (fold128 for M = 2, fold_blocks for
+// any), queries b + h * 64 M: each slice e of the M blocks widened once for the H heads, each
+// head's products p[e] (the exact product of block 0's slice, then block m's added by an fma,
+// in block order: the bits of vec_dot_f16's lanes) taken in fold_groups' order, so that at most
+// three of its partial sums are live.
+template <int H, int M>
+SPITE_AVX2 inline void fold_heads(const std::uint16_t* a, const float* b, __m256 (&r)[H]) {
   __m256 h0[H], s15[H], part[H];
   const auto products = [&](int e, const auto& take) SPITE_AVX2 {
-    const __m256 lo = widen8(a + 8 * e), hi = widen8(a + 64 + 8 * e);
+    __m256 x[M];
+#pragma GCC unroll 4
+    for (int m = 0; m < M; ++m) x[m] = widen8(a + 64 * m + 8 * e);
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
-      const float* q = b + 128 * h;
-      take(h, _mm256_fmadd_ps(lo, _mm256_loadu_ps(q + 8 * e), _mm256_mul_ps(hi, _mm256_loadu_ps(q + 64 + 8 * e))));
+      const float* q = b + 64 * M * h + 8 * e;
+      __m256 p = _mm256_mul_ps(x[0], _mm256_loadu_ps(q));
+#pragma GCC unroll 4
+      for (int m = 1; m < M; ++m) p = _mm256_fmadd_ps(x[m], _mm256_loadu_ps(q + 64 * m), p);
+      take(h, p);
     }
   };
   // h0 = (p0 + p4) + (p2 + p6), h1 = (p1 + p5) + (p3 + p7), r = h0 + h1.
@@ -366,12 +372,12 @@ SPITE_AVX2 inline void fold128_heads(const std::uint16_t* a, const float* b, __m
   products(7, [&](int h, __m256 p) SPITE_AVX2 { r[h] = _mm256_add_ps(h0[h], _mm256_add_ps(s15[h], _mm256_add_ps(part[h], p))); });
 }
 
-// H heads' scores of four keys at a time (128-element heads), each key row widened once for the
-// H heads instead of once per head (Zen 3, `bench --attention 32:8:128 -d 1024 -t 1`: 3-5 % less
-// per head and key). Returns the keys done, a multiple of 4.
-template <int H>
-SPITE_AVX2 std::int64_t dot_f16_rows_heads128(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys,
-                                              std::int64_t count, const float* b, float* out, std::int64_t out_stride) {
+// H heads' scores of four keys at a time (heads of M 64-element blocks: 128, 256), each key row
+// widened once for the H heads instead of once per head (Zen 3, `bench --attention 32:8:128 -d
+// 1024 -t 1`: 3-5 % less per head and key). Returns the keys done, a multiple of 4.
+template <int H, int M>
+SPITE_AVX2 std::int64_t dot_f16_rows_heads_blocks(const std::uint16_t* rows, std::int64_t stride, const std::int32_t* keys,
+                                                  std::int64_t count, const float* b, float* out, std::int64_t out_stride) {
   const std::int64_t done = count / 4 * 4;
   // Each key's folded sums wait in memory for the 4-key reduction: four keys' sums of 4 heads
   // would take all 16 registers the folds need.
@@ -379,9 +385,9 @@ SPITE_AVX2 std::int64_t dot_f16_rows_heads128(const std::uint16_t* rows, std::in
   for (std::int64_t i = 0; i < done; i += 4) {
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-      fetch_row(rows + keys[i + k + key_ahead] * stride, 256);
+      fetch_row(rows + keys[i + k + key_ahead] * stride, 128 * M);
       __m256 r[H];
-      fold128_heads<H>(rows + keys[i + k] * stride, b, r);
+      fold_heads<H, M>(rows + keys[i + k] * stride, b, r);
 #pragma GCC unroll 4
       for (int h = 0; h < H; ++h) _mm256_store_ps(folded[k][h], r[h]);
     }
@@ -405,15 +411,17 @@ SPITE_AVX2 void dot_f16_rows_heads(const std::uint16_t* rows, std::int64_t strid
   } else if (n == 64 && heads > 1) {
     const std::int64_t done = dot_f16_rows_heads64(rows, stride, keys, count, b, out, out_stride, heads);
     for (; h < heads; ++h) dot_f16_rows(rows, stride, keys + done, count - done, b + h * n, n, out + h * out_stride + done);
-  } else if (n == 128 && heads > 1) {
-    // 4 heads at a time, then 3 or 2 (one left alone goes through dot_f16_rows).
+  } else if ((n == 128 || n == 256) && heads > 1) {
+    // Heads of 128 4 at a time, then 3 or 2; of 256 (Gemma's) 2 at a time, as their four blocks'
+    // slices and the partial sums fill the registers. One left alone goes through dot_f16_rows.
     for (std::int64_t hn = 0; heads - h > 1; h += hn) {
-      hn = std::min<std::int64_t>(4, heads - h);
+      hn = std::min<std::int64_t>(n == 128 ? 4 : 2, heads - h);
       const float* bh = b + h * n;
       float* oh = out + h * out_stride;
-      const std::int64_t done = hn == 4   ? dot_f16_rows_heads128<4>(rows, stride, keys, count, bh, oh, out_stride)
-                                : hn == 3 ? dot_f16_rows_heads128<3>(rows, stride, keys, count, bh, oh, out_stride)
-                                          : dot_f16_rows_heads128<2>(rows, stride, keys, count, bh, oh, out_stride);
+      const std::int64_t done = n == 256  ? dot_f16_rows_heads_blocks<2, 4>(rows, stride, keys, count, bh, oh, out_stride)
+                                : hn == 4 ? dot_f16_rows_heads_blocks<4, 2>(rows, stride, keys, count, bh, oh, out_stride)
+                                : hn == 3 ? dot_f16_rows_heads_blocks<3, 2>(rows, stride, keys, count, bh, oh, out_stride)
+                                          : dot_f16_rows_heads_blocks<2, 2>(rows, stride, keys, count, bh, oh, out_stride);
       for (std::int64_t j = 0; j < hn; ++j) {
         dot_f16_rows(rows, stride, keys + done, count - done, bh + j * n, n, oh + j * out_stride + done);
       }

@@ -316,7 +316,7 @@ TEST_CASE("the flash-attention SIMD pieces give their scalar definitions' bits")
   // rows of 64 and 128 elements, which AVX-512 takes several heads at a time, and of 72).
   if (simd->dot_f16_rows_heads != nullptr) {
     for (const bool avx512 : {true, false})
-    for (const std::int64_t n : {64, 128, 72})
+    for (const std::int64_t n : {64, 128, 72, 256})
     for (const std::int64_t heads : {9, 7, 2, 20, 1}) {
       spite::dispatch::cpu::set_avx512(avx512);
       INFO("AVX-512 " << (avx512 ? "allowed" : "off") << ", n " << n << ", heads " << heads);
