@@ -16,11 +16,14 @@
 //   d[8]               f16 at 2 r;
 //   scales[4][2][8][2] i8 at 16 + 32 p + 16 h + 2 r + k: row r's scale 4p + 2k + h, i.e. of
 //                      group 2p + k's lanes 4h..4h + 3;
-//   then per 32-element group g, 96 bytes at 144 + 96 g:
-//     low[2]           32-byte vectors at + 32 m: bits 2j..2j+1 of bytes 4r..4r+3 are the low two
-//                      bits of row r's elements 32g + 4(4m + j)..+3 (lane 4m + j);
-//     high             a 32-byte vector at + 64: bit L of byte 4r + i is the third bit of row r's
-//                      element 32g + 4L + i (set where the file's hmask bit is).
+//   then per 32-element group g, 96 bytes at 144 + 96 g: three 32-byte vectors whose bytes 4r + i
+//                      hold the unsigned quants u(L) = q + 4 (0..7) of row r's elements 32g + 4L + i,
+//                      lane L = 0..7, as
+//     + 0              u(0) | u(1) << 3 | (u(2) & 3) << 6,
+//     + 32             u(3) | u(4) << 3 | (u(5) & 3) << 6,
+//     + 64             u(6) | u(7) << 3 | (u(2) >> 2) << 6 | (u(5) >> 2) << 7:
+//                      the file's 3 bits per quant, placed so that most lanes come out of one vector
+//                      by one shift and one mask (chunk in simd_x86_q3k_x8.inc).
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
@@ -100,8 +103,14 @@ std::size_t pack_q3_K_x8(weight& w) {
       std::uint32_t low[2], high;
       q3_K_group_planes(blk, g, low, high);
       std::byte* gd = dst + x8_groups + x8_group * static_cast<std::size_t>(g);
-      for (int m = 0; m < 2; ++m) std::memcpy(gd + 32 * m + 4 * r, &low[m], 4);
-      std::memcpy(gd + 64 + 4 * r, &high, 4);
+      for (int i = 0; i < 4; ++i) {
+        unsigned u[8];
+        for (int L = 0; L < 8; ++L) u[L] = ((low[L / 4] >> (8 * i + 2 * (L % 4))) & 3u) | (((high >> (8 * i + L)) & 1u) << 2);
+        const std::size_t at = 4 * static_cast<std::size_t>(r) + static_cast<std::size_t>(i);
+        gd[at] = static_cast<std::byte>(u[0] | u[1] << 3 | (u[2] & 3u) << 6);
+        gd[32 + at] = static_cast<std::byte>(u[3] | u[4] << 3 | (u[5] & 3u) << 6);
+        gd[64 + at] = static_cast<std::byte>(u[6] | u[7] << 3 | (u[2] >> 2) << 6 | (u[5] >> 2) << 7);
+      }
     }
   });
 }
