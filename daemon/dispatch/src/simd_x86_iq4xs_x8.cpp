@@ -21,6 +21,7 @@
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
+#include <atomic>
 #include <cstring>
 
 #include "../../gguf/src/quants/iq_tables.hpp"
@@ -35,9 +36,14 @@ static_assert(x8_block == 8 * sizeof(gguf::block_iq4_xs) + 16);
 // Decode fetches the block four ahead (4.4 KB), about as far as packed Q8_0's decode.
 inline void fetch_ahead(const std::byte* blk, int s) { fetch_eighth_ahead<x8_block, 4>(blk, s); }
 
-// Nothing besides the activations.
+// A number of its own for each matmul, by which the batch tiles know a group they unpacked for
+// it (simd_x86_iq4xs_x8.inc, unpacked), and the matmul's activation super-blocks.
+std::atomic<std::uint64_t> g_matmuls{0};
+
 struct x8_extra {
-  x8_extra(const gguf::block_q8_K*, std::size_t, thread_pool&) {}
+  std::size_t blocks;
+  std::uint64_t id = g_matmuls.fetch_add(1, std::memory_order_relaxed) + 1;
+  x8_extra(const gguf::block_q8_K*, std::size_t n, thread_pool&) : blocks(n) {}
 };
 
 // Batches' last 2-3 activation rows as one tile, not a pass each: IQ4_XS:2048:11264 from
