@@ -14,12 +14,13 @@
 // shuffles. Per group of 8 rows and super-block (1680 bytes, the file's 8 x 210):
 //   d[8]              f16 at 2 r;
 //   scales[8][8][2]   i8 at 16 + 16 p + 2 r + h: row r's sc[2p + h];
-//   then per 32-element group g, 192 bytes at 144 + 192 g:
-//     low[4]          32-byte vectors at + 32 m: bytes 4r..4r+3 hold row r's elements of chunk
-//                     8g + m (elements 32g + 4m..+3) in the low nibbles, of 8g + m + 4 in the
-//                     high;
-//     high[2]         32-byte vectors at + 128 + 32 h: bits 2m..2m+1 of bytes 4r..4r+3 are the
-//                     top two bits of row r's chunk 8g + 4h + m.
+//   then per 32-element group g, 192 bytes at 144 + 192 g: six 32-byte vectors whose bytes
+//                     4r + i hold row r's unsigned quants u(l) (0..63) of elements 32g + 4l + i,
+//                     chunk l = 0..7, as
+//     + 32 v          u(v) | (bits 2v..2v+1 of u(3)) << 6 for v = 0..2,
+//     + 32 (3 + v)    u(4 + v) | (bits 2v..2v+1 of u(7)) << 6:
+//                     the file's 6 bits per quant, placed so that 6 of the 8 chunks come out of
+//                     one vector by one mask (chunk_pair in simd_x86_q6k_x8.inc).
 // A group is one stream; decode reads two of them per thread (by_group_pairs).
 #include "simd_x86.hpp"
 
@@ -69,7 +70,17 @@ std::size_t pack_q6_K_x8(weight& w) {
     std::memcpy(dst + 2 * r, &blk.d, 2);
     auto* bytes = reinterpret_cast<std::uint8_t*>(dst);
     for (int s = 0; s < 16; ++s) bytes[x8_scales + 16 * (s / 2) + 2 * static_cast<std::size_t>(r) + s % 2] = static_cast<std::uint8_t>(sc[s]);
-    pack_q6_K_dwords(q, bytes + x8_groups, x8_group, 32, 4 * static_cast<std::size_t>(r));
+    for (int g = 0; g < 8; ++g) {
+      std::uint8_t* grp = bytes + x8_groups + x8_group * static_cast<std::size_t>(g) + 4 * static_cast<std::size_t>(r);
+      for (int i = 0; i < 4; ++i) {
+        unsigned u[8];
+        for (int l = 0; l < 8; ++l) u[l] = static_cast<std::uint8_t>(q[32 * g + 4 * l + i]);
+        for (int v = 0; v < 3; ++v) {
+          grp[32 * v + i] = static_cast<std::uint8_t>(u[v] | ((u[3] >> (2 * v)) & 3u) << 6);
+          grp[32 * (3 + v) + i] = static_cast<std::uint8_t>(u[4 + v] | ((u[7] >> (2 * v)) & 3u) << 6);
+        }
+      }
+    }
   });
 }
 
