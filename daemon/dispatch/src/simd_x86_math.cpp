@@ -208,15 +208,10 @@ SPITE_AVX2 inline __m128 finish4(__m256 r0, __m256 r1, __m256 r2, __m256 r3) {
   return _mm_add_ps(_mm_movelh_ps(ab, cd), _mm_movehl_ps(cd, ab));  // [a b c d]
 }
 
-// Keys ahead whose rows the scores and the value sums fetch (the rows of a kv head lie a whole
-// cache row of all kv heads apart, a stride the hardware fetches too late at long contexts).
-constexpr std::int64_t key_ahead = 12, value_ahead = 20;
-static_assert(key_ahead + 3 < key_lookahead && value_ahead < key_lookahead);
-
-// The cache lines of `bytes` bytes of a row from a.
-inline void fetch_row(const std::uint16_t* a, int bytes) {
-  for (int o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(a) + o, _MM_HINT_T0);
-}
+// The keys' fetch distances, shared with the AVX-512 pieces (simd_x86_math_avx512.hpp).
+using x86::fetch_row;
+using x86::key_ahead;
+using x86::value_ahead;
 
 // One row of `blocks` 64-element blocks as vec_dot_f16 sums them, up to its 8-lane fold: lane
 // group g = e % 64 / 16 takes the blocks' products in order by fmas from zero (fold128's sums

@@ -42,6 +42,7 @@ SPITE_AVX512 void accumulate_block(float* out, const std::uint16_t* values, std:
 #pragma GCC unroll 8
       for (int w = 0; w < W; ++w) acc[w] = round16(_mm512_mul_ps(acc[w], s));
     }
+    fetch_row(values + keys[i + value_ahead] * stride, 32 * W);
     const std::uint16_t* v = values + keys[i] * stride;
     const __m512 p = _mm512_set1_ps(weight[i]);
 #pragma GCC unroll 8
@@ -68,6 +69,7 @@ SPITE_AVX512 void accumulate_heads(float* out, const std::uint16_t* values, std:
     sum[h] = _mm_set_ss(sums[h]);
   }
   for (std::int64_t i = 0; i < n; ++i) {
+    fetch_row(values + keys[i + value_ahead] * stride, 2 * D);
     const std::uint16_t* v = values + keys[i] * stride;
     __m512 vw[W];
 #pragma GCC unroll 8
@@ -154,6 +156,8 @@ SPITE_AVX512 void dot_rows_heads(const std::uint16_t* rows, std::int64_t stride,
     __m512 s[4];
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
+      // The first heads' pass fetches ahead; the others find the rows in the caches.
+      if (h0 == 0) fetch_row(rows + keys[i + p + key_ahead] * stride, 2 * D);
       const std::uint16_t* row = rows + keys[i + p] * stride;
       __m512 k[D / 16];
 #pragma GCC unroll 8

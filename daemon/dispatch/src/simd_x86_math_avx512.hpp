@@ -5,7 +5,22 @@
 #include <cstdint>
 
 #if defined(__x86_64__)
+#include <xmmintrin.h>
+
+#include "simd_math.hpp"
+
 namespace spite::dispatch::cpu::x86 {
+
+// Keys ahead whose rows the scores and the value sums fetch, with AVX2 and AVX-512 alike (the
+// rows of a kv head lie a whole cache row of all kv heads apart, a stride the hardware fetches
+// too late at long contexts); the key lists hold key_lookahead readable entries past their end.
+constexpr std::int64_t key_ahead = 12, value_ahead = 20;
+static_assert(key_ahead + 3 < key_lookahead && value_ahead < key_lookahead);
+
+// The cache lines of `bytes` bytes of a row from a.
+inline void fetch_row(const std::uint16_t* a, int bytes) {
+  for (int o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(a) + o, _MM_HINT_T0);
+}
 
 // simd_x86_math_avx512.cpp: simd_math::accumulate_f16's dimensions [0, d) in 16-wide registers,
 // d the largest multiple of 16 up to dv (returned); the caller takes the rest and the sum.
