@@ -13,9 +13,12 @@
 // blocks' own size):
 //   d[8]       f16, row r's at 2r;
 //   m[8]       (Q5_1, Q4_1) f16, row r's at 2r;
-//   qh[32]     (Q5_0, Q5_1) byte 4r + j, bit L: the fifth bit of row r's element 4L + j;
-//   nib[4][32] byte 4r + j of vector i: row r's qs[4i + j] (its elements 4i + j in the low
-//              nibble, 16 + 4i + j in the high one).
+//   high[32]   (Q5_0, Q5_1) byte 4r + j: the top two bits of row r's u_4..u_7 at bits 0-1, 2-3,
+//              4-5 and 6-7 (u_L: its element 4L + j, 0..31);
+//   nib[4][32] byte 4r + j of vector i: Q4_1 row r's qs[4i + j] (its elements 4i + j in the low
+//              nibble, 16 + 4i + j in the high one); Q5_* u_i | the low three bits of u_{i+4}
+//              << 5, so that lanes 0-3 come out with one AND and 4-7 with five operations (24
+//              for the block where the file's split of four bits and one took 35).
 // Lane L of the 8 rows is then one vector (bytes 4r..4r+3: row r's elements 4L..4L+3): one
 // multiply gives lane L of every row, rows as float lanes. The 8 accumulators hold the
 // reference's lanes transposed (acc[L], element r: row r's lane L) and are transposed back for
@@ -34,15 +37,27 @@ namespace {
 template <class Block>
 using format = legacy_layout<Block, 8>;
 
-// Lane L's quants of the 8 rows of a packed block (Q5_*: 0..31, Q4_1: 0..15).
+// Lane L's quants of the 8 rows of a packed block (Q5_*: 0..31, Q4_1: 0..15). Q5_*: lanes 0-3
+// one AND, 4-7 five operations (literal shift counts, as the sanitizer build's -O1 needs; bits a
+// 16-bit shift brings from the neighbour byte are masked off).
 template <class Block>
-SPITE_AVX2 inline __m256i lane_quants(const std::byte* blk, __m256i qh, int lane) {
+SPITE_AVX2 inline __m256i lane_quants(const std::byte* blk, __m256i high, int lane) {
   using f = format<Block>;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + f::nibbles_at + 32 * (lane % 4)));
-  const __m256i nib = lane < 4 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-  if constexpr (!f::fifth_bit) return nib;
-  return _mm256_or_si256(nib, _mm256_and_si256(bit_to(qh, lane, 4), _mm256_set1_epi8(0x10)));
+  if constexpr (!f::fifth_bit) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    return lane < 4 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+  } else {
+    if (lane < 4) return _mm256_and_si256(v, _mm256_set1_epi8(0x1F));
+    __m256i top;
+    switch (lane) {
+      case 4: top = _mm256_slli_epi16(high, 3); break;
+      case 5: top = _mm256_slli_epi16(high, 1); break;
+      case 6: top = _mm256_srli_epi16(high, 1); break;
+      default: top = _mm256_srli_epi16(high, 3); break;
+    }
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 5), _mm256_set1_epi8(0x07)), _mm256_and_si256(top, _mm256_set1_epi8(0x18)));
+  }
 }
 
 // Per activation row and block, lane L's Q5_0 offset 16 * (x[4L] + ... + x[4L + 3]) at
@@ -105,7 +120,7 @@ SPITE_AVX2 inline void clear(group_acc& acc) {
 
 SPITE_AVX2 inline __m256 halves(const std::byte* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-// Decode: one activation row, each block unpacked in registers where it is used.
+// Small batches: one activation row, each block unpacked in registers where it is used.
 template <class Block>
 SPITE_AVX2 void packed_row(const std::byte* group, std::int64_t nb, const typename format<Block>::batch& xb, const lane_offsets& off,
                            std::int64_t t, bool prefetch, float* y8) {
@@ -122,6 +137,29 @@ SPITE_AVX2 void packed_row(const std::byte* group, std::int64_t nb, const typena
                       [&](int lane) SPITE_AVX2 { return lane_quants<Block>(blk, qh, lane); });
   }
   store_rows<Block>(acc, y8);
+}
+
+// Decode: one activation row against S groups (S = 2: by_group_pairs' two streams in step, which
+// this core fetches from memory faster than one), each fetching the block about 4 KB ahead.
+template <class Block, int S>
+SPITE_AVX2 void packed_rows(const std::byte* const* groups, std::int64_t nb, const typename format<Block>::batch& xb, const lane_offsets& off,
+                            float* const* y8) {
+  using f = format<Block>;
+  constexpr std::size_t ahead = (4096 / f::bytes) * f::bytes;
+  group_acc acc[S];
+  for (auto& a : acc) clear(a);
+  for (std::int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) {
+      const std::byte* blk = groups[s] + static_cast<std::size_t>(b) * f::bytes;
+      for (std::size_t o = 0; o < f::bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + ahead + o), _MM_HINT_T0);
+      const __m256i qh = f::fifth_bit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + f::qh_at)) : _mm256_setzero_si256();
+      const __m256 mw = f::mins ? halves(blk + f::m_at) : _mm256_setzero_ps();
+      block_step<Block>(acc[s], halves(blk), mw, xb, static_cast<std::size_t>(b), off,
+                        [&](int lane) SPITE_AVX2 { return lane_quants<Block>(blk, qh, lane); });
+    }
+  }
+  for (int s = 0; s < S; ++s) store_rows<Block>(acc[s], y8[s]);
 }
 
 // Batches: a group's lane quants and scales unpacked once, then read for each activation row.
@@ -180,8 +218,25 @@ void matmul_packed(const weight& w, const float* x, std::int64_t n_tokens, float
   // 5943 against 6381), while Q5_0 3 rows took 408 against 436 with the buffer. Q5_0 2 rows
   // from memory, two threads (`--matmul Q5_0:896:4864 --cold -t 2`): 178-209 -> 163-190 us.
   constexpr std::int64_t packed_rows_up_to = f::fifth_bit ? 2 : 7;
+  const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * group_bytes; };
+  // Decode: Q4_1 as two streams; Q5_* as one, whose two groups' 16 float accumulators spilled
+  // (Q5_0:2048:5632, one thread, from the caches, alternated: 0.380 -> 0.456 ms; Q4_1 0.284 ->
+  // 0.267, from memory 0.334 -> 0.293).
+  if (n_tokens == 1 && f::fifth_bit) {
+    return by_groups_and_token_blocks(w.out / 8, 1, 1, pool, [&](std::int64_t g, std::int64_t, std::int64_t) {
+      const std::byte* group = group_at(g);
+      float* y8 = y + 8 * g;
+      packed_rows<Block, 1>(&group, nb, xb, off, &y8);
+    });
+  }
+  if (n_tokens == 1) {
+    return by_group_pairs(
+        w.out / 8, 1, y, pool, group_at,
+        [&](const std::byte* const* both, std::int64_t, float* const* ys) { packed_rows<Block, 2>(both, nb, xb, off, ys); },
+        [&](const std::byte* group, std::int64_t, float* y8) { packed_rows<Block, 1>(&group, nb, xb, off, &y8); });
+  }
   by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(x_row_bytes), pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
-    const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
+    const std::byte* group = group_at(g);
     if (t1 - t0 <= packed_rows_up_to) {
       for (std::int64_t t = t0; t < t1; ++t) packed_row<Block>(group, nb, xb, off, t, t == 0, y + t * w.out + 8 * g);
       return;
@@ -205,15 +260,16 @@ std::size_t pack(weight& w) {
     if constexpr (f::fifth_bit) {
       std::uint32_t qh;
       std::memcpy(&qh, blk.qh, 4);
-      for (int j = 0; j < 4; ++j) {  // bits j, 4 + j, ..., 28 + j gathered into bits 0..7
-        std::uint32_t bits = (qh >> j) & 0x11111111U;
-        bits = (bits | (bits >> 3)) & 0x03030303U;
-        bits = (bits | (bits >> 6)) & 0x000F000FU;
-        bits = (bits | (bits >> 12)) & 0xFFU;
-        dst[f::qh_at + 4 * static_cast<std::size_t>(r) + static_cast<std::size_t>(j)] = static_cast<std::byte>(bits);
+      // Element e: its nibble (qs[e] low, or qs[e - 16] high) and bit e of qh.
+      const auto u = [&](int e) { return static_cast<unsigned>((e < 16 ? blk.qs[e] & 0xF : blk.qs[e - 16] >> 4) | ((qh >> e) & 1u) << 4); };
+      for (int j = 0; j < 4; ++j) {
+        const std::size_t at = 4 * static_cast<std::size_t>(r) + static_cast<std::size_t>(j);
+        dst[f::qh_at + at] = static_cast<std::byte>(u(16 + j) >> 3 | (u(20 + j) >> 3) << 2 | (u(24 + j) >> 3) << 4 | (u(28 + j) >> 3) << 6);
+        for (int i = 0; i < 4; ++i) dst[f::nibbles_at + 32 * static_cast<std::size_t>(i) + at] = static_cast<std::byte>(u(4 * i + j) | (u(16 + 4 * i + j) & 7u) << 5);
       }
+    } else {
+      for (int i = 0; i < 4; ++i) std::memcpy(dst + f::nibbles_at + 32 * i + 4 * r, blk.qs + 4 * i, 4);
     }
-    for (int i = 0; i < 4; ++i) std::memcpy(dst + f::nibbles_at + 32 * i + 4 * r, blk.qs + 4 * i, 4);
   });
 }
 
