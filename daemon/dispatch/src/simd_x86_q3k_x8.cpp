@@ -77,10 +77,12 @@ struct x8_extra {
   }
 };
 
-// Batches' last 1-3 activation rows a pass each: as one tile (its scale and offset terms made
-// once per lane pair) 2 rows took 0.74-0.97 ms against 0.57-0.66 (Q3_K:2048:11264 from memory,
-// two threads, AVX-VNNI), 3 rows 0.89-1.11 against 0.86-0.97.
-constexpr std::int64_t x8_smallest_tile = 4;
+// Batches' last 1-2 activation rows a pass each, 3 as one tile: as a tile 2 rows took 0.74-0.97
+// ms against 0.57-0.66 (Q3_K:2048:11264 from memory, two threads, AVX-VNNI), and since the
+// layout's cheaper unpacking (AVX2, Zen 3, alternated) 0.610 against 0.578 from the caches,
+// while 3 rows took 0.815 against 0.868 from memory on two threads (0.810 against 0.842 from
+// the caches, one thread).
+constexpr std::int64_t x8_smallest_tile = 3;
 
 #define SPITE_X8_BODY "simd_x86_q3k_x8.inc"
 #include "simd_x86_x8_isas.inc"
