@@ -217,7 +217,9 @@ void matmul_packed(const weight& w, const float* x, std::int64_t n_tokens, float
   // 278, Q4_1 303-304 -> 203 (3, 4, 5 rows 394 / 480 / 568 -> 301 / 399 / 498; 8 alike; 64
   // 5943 against 6381), while Q5_0 3 rows took 408 against 436 with the buffer. Q5_0 2 rows
   // from memory, two threads (`--matmul Q5_0:896:4864 --cold -t 2`): 178-209 -> 163-190 us.
-  constexpr std::int64_t packed_rows_up_to = f::fifth_bit ? 2 : 7;
+  // Since Q5_*'s cheaper unpacking (Zen 3) 3 rows in registers too: Q5_0:2048:2048 456 -> 398
+  // us, Q5_1 417 -> 375, Q5_0:896:4864 from memory on two threads 233 -> 220; 4 rows alike.
+  constexpr std::int64_t packed_rows_up_to = f::fifth_bit ? 3 : 7;
   const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * group_bytes; };
   // Decode: Q4_1 as two streams; Q5_* as one, whose two groups' 16 float accumulators spilled
   // (Q5_0:2048:5632, one thread, from the caches, alternated: 0.380 -> 0.456 ms; Q4_1 0.284 ->
