@@ -181,8 +181,12 @@ void thread_pool::parallel_for(std::int64_t n, const std::function<void(std::int
   }
   // No worker may still be inside the last job (one that came late scans for work left) while
   // its ranges are rewritten: announce, then wait for those inside to leave. A worker announces
-  // itself before it looks (seq_cst on both sides: one of the two sees the other).
-  publishing_.store(true, std::memory_order_seq_cst);
+  // itself before it looks (seq_cst on both sides: one of the two sees the other). The
+  // announcement is a read-modify-write, not a store: a store-release followed by a
+  // load-acquire is ordered on ARM itself, but an emulator that runs ARM code on x86 (qemu, as
+  // the NEON tests run) let the load pass the store, a worker entered the last job while its
+  // ranges were rewritten, and the job's count of items never reached zero (a hang).
+  publishing_.exchange(true, std::memory_order_seq_cst);
   for (int i = 0; active_.load(std::memory_order_seq_cst) != 0; ++i) relax_or_yield(i);
   job_ = &fn;
   n_ = n;
