@@ -120,30 +120,12 @@ SPITE_AVX2 inline void clear(group_acc& acc) {
 
 SPITE_AVX2 inline __m256 halves(const std::byte* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-// Small batches: one activation row, each block unpacked in registers where it is used.
-template <class Block>
-SPITE_AVX2 void packed_row(const std::byte* group, std::int64_t nb, const typename format<Block>::batch& xb, const lane_offsets& off,
-                           std::int64_t t, bool prefetch, float* y8) {
-  using f = format<Block>;
-  group_acc acc;
-  clear(acc);
-  const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * f::bytes, static_cast<std::size_t>(nb) * f::bytes, nb);
-  for (std::int64_t b = 0; b < nb; ++b) {
-    if (prefetch) ahead.step(b);
-    const std::byte* blk = group + static_cast<std::size_t>(b) * f::bytes;
-    const __m256i qh = f::fifth_bit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + f::qh_at)) : _mm256_setzero_si256();
-    const __m256 mw = f::mins ? halves(blk + f::m_at) : _mm256_setzero_ps();
-    block_step<Block>(acc, halves(blk), mw, xb, static_cast<std::size_t>(t * nb + b), off,
-                      [&](int lane) SPITE_AVX2 { return lane_quants<Block>(blk, qh, lane); });
-  }
-  store_rows<Block>(acc, y8);
-}
-
-// Decode: one activation row against S groups (S = 2: by_group_pairs' two streams in step, which
-// this core fetches from memory faster than one), each fetching the block about 4 KB ahead.
+// Activation row t against S groups, each block unpacked in registers where it is used (S = 2:
+// decode's two streams in step, by_group_pairs, which this core fetches from memory faster than
+// one). With `fetch` each stream fetches the block about 4 KB ahead.
 template <class Block, int S>
 SPITE_AVX2 void packed_rows(const std::byte* const* groups, std::int64_t nb, const typename format<Block>::batch& xb, const lane_offsets& off,
-                            float* const* y8) {
+                            std::int64_t t, bool fetch, float* const* y8) {
   using f = format<Block>;
   constexpr std::size_t ahead = (4096 / f::bytes) * f::bytes;
   group_acc acc[S];
@@ -152,10 +134,12 @@ SPITE_AVX2 void packed_rows(const std::byte* const* groups, std::int64_t nb, con
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
       const std::byte* blk = groups[s] + static_cast<std::size_t>(b) * f::bytes;
-      for (std::size_t o = 0; o < f::bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + ahead + o), _MM_HINT_T0);
+      if (fetch) {
+        for (std::size_t o = 0; o < f::bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + ahead + o), _MM_HINT_T0);
+      }
       const __m256i qh = f::fifth_bit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + f::qh_at)) : _mm256_setzero_si256();
       const __m256 mw = f::mins ? halves(blk + f::m_at) : _mm256_setzero_ps();
-      block_step<Block>(acc[s], halves(blk), mw, xb, static_cast<std::size_t>(b), off,
+      block_step<Block>(acc[s], halves(blk), mw, xb, static_cast<std::size_t>(t * nb + b), off,
                         [&](int lane) SPITE_AVX2 { return lane_quants<Block>(blk, qh, lane); });
     }
   }
@@ -228,19 +212,22 @@ void matmul_packed(const weight& w, const float* x, std::int64_t n_tokens, float
     return by_groups_and_token_blocks(w.out / 8, 1, 1, pool, [&](std::int64_t g, std::int64_t, std::int64_t) {
       const std::byte* group = group_at(g);
       float* y8 = y + 8 * g;
-      packed_rows<Block, 1>(&group, nb, xb, off, &y8);
+      packed_rows<Block, 1>(&group, nb, xb, off, 0, true, &y8);
     });
   }
   if (n_tokens == 1) {
     return by_group_pairs(
         w.out / 8, 1, y, pool, group_at,
-        [&](const std::byte* const* both, std::int64_t, float* const* ys) { packed_rows<Block, 2>(both, nb, xb, off, ys); },
-        [&](const std::byte* group, std::int64_t, float* y8) { packed_rows<Block, 1>(&group, nb, xb, off, &y8); });
+        [&](const std::byte* const* both, std::int64_t, float* const* ys) { packed_rows<Block, 2>(both, nb, xb, off, 0, true, ys); },
+        [&](const std::byte* group, std::int64_t, float* y8) { packed_rows<Block, 1>(&group, nb, xb, off, 0, true, &y8); });
   }
   by_groups_and_token_blocks(w.out / 8, n_tokens, token_block(x_row_bytes), pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
     const std::byte* group = group_at(g);
     if (t1 - t0 <= packed_rows_up_to) {
-      for (std::int64_t t = t0; t < t1; ++t) packed_row<Block>(group, nb, xb, off, t, t == 0, y + t * w.out + 8 * g);
+      for (std::int64_t t = t0; t < t1; ++t) {
+        float* y8 = y + t * w.out + 8 * g;
+        packed_rows<Block, 1>(&group, nb, xb, off, t, t == t0, &y8);
+      }
       return;
     }
     thread_local unpacked_group u;
