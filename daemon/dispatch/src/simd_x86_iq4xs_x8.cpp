@@ -21,7 +21,6 @@
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
-#include <atomic>
 #include <cstring>
 
 #include "../../gguf/src/quants/iq_tables.hpp"
@@ -36,13 +35,10 @@ static_assert(x8_block == 8 * sizeof(gguf::block_iq4_xs) + 16);
 // Decode fetches the block four ahead (4.4 KB), about as far as packed Q8_0's decode.
 inline void fetch_ahead(const std::byte* blk, int s) { fetch_eighth_ahead<x8_block, 4>(blk, s); }
 
-// A number of its own for each matmul, by which the batch tiles know a group they unpacked for
-// it (simd_x86_iq4xs_x8.inc, unpacked), and the matmul's activation super-blocks.
-std::atomic<std::uint64_t> g_matmuls{0};
-
+// The matmul's activation super-blocks and its number (x8_unpacked).
 struct x8_extra {
   std::size_t blocks;
-  std::uint64_t id = g_matmuls.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::uint64_t id = next_matmul_id();
   x8_extra(const gguf::block_q8_K*, std::size_t n, thread_pool&) : blocks(n) {}
 };
 

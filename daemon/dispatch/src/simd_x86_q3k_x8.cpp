@@ -27,7 +27,6 @@
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
-#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -63,13 +62,10 @@ SPITE_AVX2 void activation_offsets(const gguf::block_q8_K* x, std::size_t begin,
   }
 }
 
-// The activations' offsets, and a number of its own for each matmul, by which the batch tiles
-// know a group they unpacked for it (simd_x86_q3k_x8.inc, unpacked).
-std::atomic<std::uint64_t> g_matmuls{0};
-
+// The activations' offsets, and the matmul's number (x8_unpacked).
 struct x8_extra {
   std::vector<block_offsets> offsets;
-  std::uint64_t id = g_matmuls.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::uint64_t id = next_matmul_id();
   x8_extra(const gguf::block_q8_K* xq, std::size_t n, thread_pool& pool) : offsets(n) {
     pool.parallel_for(static_cast<std::int64_t>(n), [&](std::int64_t begin, std::int64_t end, int) {
       activation_offsets(xq, static_cast<std::size_t>(begin), static_cast<std::size_t>(end), offsets.data());

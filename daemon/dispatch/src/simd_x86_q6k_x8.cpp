@@ -25,7 +25,6 @@
 #include "simd_x86.hpp"
 
 #if defined(__x86_64__)
-#include <atomic>
 #include <cstring>
 
 #include "ref_kquants.hpp"
@@ -40,13 +39,10 @@ static_assert(x8_block == 8 * sizeof(gguf::block_q6_K));
 // Decode fetches the block two ahead (3.3 KB), as the 16-row layout measured best.
 inline void fetch_ahead(const std::byte* blk, int g) { fetch_eighth_ahead<x8_block, 2>(blk, g); }
 
-// A number of its own for each matmul, by which the batch tiles know a group they unpacked for
-// it (simd_x86_q6k_x8.inc, unpacked), and the matmul's activation super-blocks.
-std::atomic<std::uint64_t> g_matmuls{0};
-
+// The matmul's activation super-blocks and its number (x8_unpacked).
 struct x8_extra {
   std::size_t blocks;
-  std::uint64_t id = g_matmuls.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::uint64_t id = next_matmul_id();
   x8_extra(const gguf::block_q8_K*, std::size_t n, thread_pool&) : blocks(n) {}
 };
 

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "aligned_buffer.hpp"
 #include "cpu_kernels.hpp"
 #include "spite/core/thread_pool.hpp"
 
@@ -150,6 +152,34 @@ void by_token_tiles(std::int64_t n_tokens, const Tile4& tile4, const Tile1& tile
   std::int64_t t = 0;
   for (; t + 4 <= n_tokens; t += 4) tile4(t);
   for (; t < n_tokens; ++t) tile1(t);
+}
+
+// A matmul's number, unique in the process, by which x8_unpacked knows the matmul a buffer was
+// made for.
+inline std::uint64_t next_matmul_id() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+// A group's chunks unpacked once per matmul and block of activation rows on each thread, then
+// read by each of its 4-row tiles (a prefill of the 8-row layouts, whose tiles otherwise
+// unpacked every chunk again for each 4 rows): fill(buffer) writes the `count` elements where
+// this thread's buffer was last made for another matmul or group. A buffer per element type and
+// fill, so per layout and instruction set.
+template <class T, class Fill>
+const T* x8_unpacked(std::uint64_t matmul, const std::byte* group, std::size_t count, const Fill& fill) {
+  thread_local struct {
+    std::uint64_t matmul = 0;
+    const std::byte* group = nullptr;
+    aligned_vector<T> data;
+  } u;
+  if (u.matmul != matmul || u.group != group) {
+    u.data.resize(count);
+    fill(u.data.data());
+    u.matmul = matmul;
+    u.group = group;
+  }
+  return u.data.data();
 }
 
 // The 8-row super-block layouts of the 256-bit kernels (IQ4_XS, Q6_K, Q3_K), groups of `stride`
