@@ -139,6 +139,11 @@ SPITE_AVX2 void rows_tile(const std::byte* group, std::int64_t nb, const gguf::b
           const __m256i t = _mm256_add_epi32(group_term(q0, x[k][b].qs, 2 * j, lane, S[2 * j]),
                                              group_term(q1, x[k][b].qs, 2 * j + 1, lane, S[2 * j + 1]));
           sum[k] = _mm256_add_epi32(sum[k], t);
+          // The sums in order, pair by pair: GCC otherwise makes a tree of a lane's 4 pairs for
+          // each row and spills it (Q5_K:2048:2048, one thread, AVX2 (Zen 3), alternated: 4 rows
+          // 0.338 -> 0.309 ms, 3 rows 0.276 -> 0.234, 2 rows 0.192 -> 0.181; 128 rows of
+          // 2048:5632 26.0 -> 23.8).
+          if constexpr (K > 1) __asm__("" : "+x"(sum[k]));
         }
       }
 #pragma GCC unroll 4
