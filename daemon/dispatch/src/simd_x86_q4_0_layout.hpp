@@ -63,6 +63,9 @@ SPITE_AVX2 void q4_0_layout_groups(const std::byte* const* groups, std::int64_t 
   q4_0_layout_pass<K, G> pass(groups, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     pass.fetch(b, t0);
+    // Unrolled, so that each group's accumulators are fixed registers or slots (IQ4_NL:2048:2048,
+    // one thread, AVX2 (Zen 3), alternated: 2 rows 0.189 -> 0.176 ms, 3 rows 0.283 -> 0.245).
+#pragma GCC unroll 2
     for (int g = 0; g < G; ++g) {
       const std::byte* blk = groups[g] + static_cast<std::size_t>(b) * q4_0_packed_block;
       __m256i sum[K];
