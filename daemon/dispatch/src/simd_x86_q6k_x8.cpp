@@ -20,7 +20,7 @@
 //     + 32 v          u(v) | (bits 2v..2v+1 of u(3)) << 6 for v = 0..2,
 //     + 32 (3 + v)    u(4 + v) | (bits 2v..2v+1 of u(7)) << 6:
 //                     the file's 6 bits per quant, placed so that 6 of the 8 chunks come out of
-//                     one vector by one mask (chunk_pair in simd_x86_q6k_x8.inc).
+//                     one vector by one mask (chunk_of in simd_x86_q6k_x8.inc).
 // A group is one stream; decode reads two of them per thread (by_group_pairs).
 #include "simd_x86.hpp"
 
