@@ -56,20 +56,26 @@ SPITE_AVX2 inline __m256 scales8(const std::byte* exps) {
   return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
 }
 
-// Register i of a block: chunks i (low nibbles) and 4 + i (high) as values and magnitudes.
+// Register i of a block: chunks i (low nibbles) and 4 + i (high) as magnitudes and, for the
+// activations' sign moves, bytes whose top bit is the code's sign bit (bit 3: codes 8-15 are the
+// negative values): the high code's is already there, the low code's comes up by a shift. A
+// sign byte is zero only where its code is 0, whose magnitude is 0 (a zeroed activation changes
+// nothing), so it is one lookup and one shift where a lookup of the values and two absolute
+// values were (one thread, AVX2, Zen 3, from the caches, alternated: MXFP4:2880:5760 one row
+// 0.629 -> 0.585 ms, 2880:2880 4 rows 0.816 -> 0.781, 128 rows 26.3 -> 25.1).
 struct chunk_pair {
-  __m256i value[2], magnitude[2];
-  SPITE_AVX2 chunk_pair(const std::byte* quants, int i, __m256i table) {
+  __m256i sign[2], magnitude[2];
+  SPITE_AVX2 chunk_pair(const std::byte* quants, int i, __m256i magnitudes) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + 32 * i));
-    value[0] = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
-    value[1] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-    magnitude[0] = _mm256_abs_epi8(value[0]);
-    magnitude[1] = _mm256_abs_epi8(value[1]);
+    magnitude[0] = _mm256_shuffle_epi8(magnitudes, _mm256_and_si256(v, m4));
+    magnitude[1] = _mm256_shuffle_epi8(magnitudes, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+    sign[0] = _mm256_slli_epi16(v, 4);
+    sign[1] = v;
   }
   // Chunk h's lane of the 8 rows against the 4 activation quants at x: exact (|value| <= 12).
   SPITE_AVX2 __m256i lane(int h, const std::int8_t* x) const {
-    return dot_lanes(magnitude[h], _mm256_sign_epi8(_mm256_set1_epi32(load_u32(x)), value[h]));
+    return dot_lanes(magnitude[h], _mm256_sign_epi8(_mm256_set1_epi32(load_u32(x)), sign[h]));
   }
 };
 
@@ -77,6 +83,8 @@ SPITE_AVX2 inline __m256i value_table() {
   const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_mxfp4));
   return _mm256_set_m128i(values, values);
 }
+
+SPITE_AVX2 inline __m256i magnitude_table() { return _mm256_abs_epi8(value_table()); }
 
 // Block b's share (an eighth: two or three lines) of the span two ahead.
 inline void fetch_ahead(const std::byte* span, std::int64_t b) {
@@ -132,7 +140,7 @@ SPITE_AVX2 inline void finish_tile(const float (*acc)[2][8][8], const std::byte*
     __m256 a[8];
 #pragma GCC unroll 8
     for (int L = 0; L < 8; ++L) a[L] = _mm256_add_ps(_mm256_load_ps(acc[k][0][L]), _mm256_load_ps(acc[k][1][L]));
-    finish(group, nb, xb, t0 + k, a, value_table(), y8 + (t0 + k) * out);
+    finish(group, nb, xb, t0 + k, a, magnitude_table(), y8 + (t0 + k) * out);
   }
 }
 
@@ -144,7 +152,7 @@ SPITE_AVX2 inline void finish_tile(const float (*acc)[2][8][8], const std::byte*
 template <int K>
 SPITE_AVX2 void tile(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0, std::int64_t out, bool fetch,
                      float* y8) {
-  const __m256i table = value_table();
+  const __m256i table = magnitude_table();
   alignas(32) float acc[K][2][8][8] = {};
   const std::int64_t paired = nb & ~std::int64_t{1};
   for (std::int64_t b = 0; b < paired; ++b) {
