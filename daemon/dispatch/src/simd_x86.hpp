@@ -554,10 +554,13 @@ struct row_scale_pairs {
 };
 
 // Q2_K, per group of 8 rows and super-block (672 bytes, as the 8 rows' blocks):
-//   d[8], dmin[8] (f16); scales[16 sub-blocks][8 rows] (the block's scale byte: scale in the low
-//   nibble, min in the high one); quants[16 sub-blocks] of 32 bytes: bits 2j..2j+1 of byte
-//   4r + e of sub-block s are row r's element 16s + 4j + e.
-// A sub-block's 32 bytes give its 4 chunks (8 rows x 4 elements) by one shift and mask each.
+//   d[8], dmin[8] (f16);
+//   scales[8 pairs][8 rows][2] at 32 + 16 P + 2 r + k: row r's scale byte of sub-block 2P + k
+//                   (scale in the low nibble, min in the high one);
+//   quants[8 pairs][2] of 32 bytes at 160 + 64 P + 32 v: bits 2j..2j+1 of byte 4r + i are row
+//                   r's element 32 P + 16 (i / 2) + 2 c + i % 2 of the block, chunk c = 4v + j
+//                   holding elements 2c, 2c + 1 of sub-block 2P (i = 0, 1) and of 2P + 1 (i = 2, 3).
+// A vector gives 4 chunks (8 rows x 4 elements) by one shift and mask each.
 constexpr std::size_t q2_K_packed_block = 32 + 128 + 512;
 constexpr std::size_t q2_K_packed_scales = 32, q2_K_packed_quants = 160;
 

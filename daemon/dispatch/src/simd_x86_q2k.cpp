@@ -99,44 +99,81 @@ SPITE_AVX2 void q2_K_rows8(const weight& w, std::int64_t o, const gguf::block_q8
   for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + (t0 + k) * out + o, _mm256_sub_ps(acc[k], acc_min[k]));
 }
 
-// ---- packed at load time (the layout is described in simd_x86.hpp): the rows are the lanes,
-// so a sub-block's sums need no transposes and its 4 chunks' int16 sums are widened once.
+// ---- packed at load time (the layout is described in simd_x86.hpp): the rows are the lanes, and
+// each int16 pair sum of a chunk's products belongs to one sub-block of a pair (2P, 2P + 1), the
+// first of the pair in the low half of each row's int32 lane and the second in the high one. So
+// a pair's 8 chunks are summed in int16 (at most 8 x 2 x 3 x 127) and multiplied by both scales
+// in one VPMADDWD, and its scales and mins are widened by one VPMOVZXBW, where the sub-blocks one
+// at a time took two VPMADDWD and shuffles per pair (Q2_K:2048:5632, AVX2, Zen 3: see
+// docs/performance-log.md). The integer sums per half and super-block are the reference's: only
+// the order of exact additions differs. The activations are permuted to match (pair_activations).
 
 std::size_t pack_q2_K_impl(weight& w) {
   return pack_row_groups<gguf::block_q2_K>(w, q2_K_packed_block, [](std::byte* out, const gguf::block_q2_K& blk, int r) {
     auto* dst = reinterpret_cast<std::uint8_t*>(out);
     std::memcpy(dst + 2 * r, &blk.d, 2);
     std::memcpy(dst + 16 + 2 * r, &blk.dmin, 2);
-    for (int sb = 0; sb < 16; ++sb) dst[q2_K_packed_scales + 8 * sb + r] = blk.scales[sb];
-    pack_q2_K_dwords(blk.qs, dst + q2_K_packed_quants, 32, 4 * static_cast<std::size_t>(r));
+    for (int sb = 0; sb < 16; ++sb) dst[q2_K_packed_scales + 16 * (sb / 2) + 2 * r + sb % 2] = blk.scales[sb];
+    // Element e = 128h + 32k + l is bits 2k..2k+1 of qs[32h + l], so chunk c of pair P takes
+    // bytes 32h + 2c + {0, 1, 16, 17} shifted by 2k (h = P / 4, k = P % 4): four bytes at a time.
+    for (int pair = 0; pair < 8; ++pair) {
+      const std::uint8_t* src = blk.qs + 32 * (pair / 4);
+      const int shift = 2 * (pair % 4);
+      for (int v = 0; v < 2; ++v) {
+        std::uint32_t packed = 0;
+        for (int j = 0; j < 4; ++j) {
+          const int c = 4 * v + j;
+          std::uint16_t first, second;
+          std::memcpy(&first, src + 2 * c, 2);
+          std::memcpy(&second, src + 16 + 2 * c, 2);
+          const std::uint32_t word = first | static_cast<std::uint32_t>(second) << 16;
+          packed |= (word >> shift & 0x03030303U) << (2 * j);
+        }
+        std::memcpy(dst + q2_K_packed_quants + 64 * static_cast<std::size_t>(pair) + 32 * static_cast<std::size_t>(v) + 4 * static_cast<std::size_t>(r),
+                    &packed, 4);
+      }
+    }
   });
 }
 
-// Sub-blocks s0 and s0 + 1's min terms (min * bsum, rows as lanes) of K activation rows (x[k * nb]
-// is row k's block) added to ms[k]; `bytes` holds the 16 scale bytes of the two sub-blocks.
+// The activations of n blocks in the packed layout's order: per 32 elements, elements 2c, 2c + 1,
+// 16 + 2c, 17 + 2c at 4c..4c + 3 (c = 0..7), the int16 units of the two halves interleaved. The
+// sub-block sums (bsums) stay as they are.
+SPITE_AVX2 void pair_activations(gguf::block_q8_K* x, std::int64_t n, thread_pool& pool) {
+  const auto permute = [x](std::int64_t begin, std::int64_t end) SPITE_AVX2 {
+    for (std::int64_t i = begin; i < end; ++i) {
+      for (int g = 0; g < qkk / 32; ++g) {
+        auto* qs = reinterpret_cast<__m128i*>(x[i].qs + 32 * g);
+        const __m128i lo = _mm_loadu_si128(qs), hi = _mm_loadu_si128(qs + 1);
+        _mm_storeu_si128(qs, _mm_unpacklo_epi16(lo, hi));
+        _mm_storeu_si128(qs + 1, _mm_unpackhi_epi16(lo, hi));
+      }
+    }
+  };
+  if (n < 256) return permute(0, n);  // decode and small batches: less than a hand-off costs
+  pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int) { permute(begin, end); });
+}
+
+// Sub-block pair `pair`'s min terms (min * bsum, rows as lanes) of K activation rows (x[k * nb] is
+// row k's block) added to ms[k]; `mins` holds the pair's mins as int16, row r's at 2r and 2r + 1.
 template <int K>
-SPITE_AVX2 inline void add_min_terms(__m128i bytes, const gguf::block_q8_K* x, std::int64_t nb, int s0, __m256i* ms) {
-  // (min of sub-block s0, min of s0 + 1) per row r: bytes r and 8 + r side by side.
-  const __m128i pair_rows = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4), pair_rows));
+SPITE_AVX2 inline void add_min_terms(__m256i mins, const gguf::block_q8_K* x, std::int64_t nb, int pair, __m256i* ms) {
 #pragma GCC unroll 8
   for (int k = 0; k < K; ++k) {
     std::int32_t bsum_pair;
-    std::memcpy(&bsum_pair, x[k * nb].bsums + s0, 4);
+    std::memcpy(&bsum_pair, x[k * nb].bsums + 2 * pair, 4);
     ms[k] = _mm256_add_epi32(ms[k], _mm256_madd_epi16(mins, _mm256_set1_epi32(bsum_pair)));
   }
 }
 
-// One packed group against K activation rows from t0: per half, the exact sums of scale * (q . x)
-// and of min * bsum per row (lanes), then the reference's fmas (per half for GEMM rows, per
-// super-block for GEMV rows). AllGemm: every row takes the GEMM's order (prefill tiles), so the
-// GEMV rows' super-block sums need no registers.
+// One packed group against K activation rows from t0 (permuted by pair_activations): per half,
+// the exact sums of scale * (q . x) and of min * bsum per row (lanes), then the reference's fmas
+// (per half for GEMM rows, per super-block for GEMV rows). AllGemm: every row takes the GEMM's
+// order (prefill tiles), so the GEMV rows' super-block sums need no registers.
 template <int K, bool AllGemm = false>
 SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* xq, std::int64_t t0,
                                  std::int64_t ng, std::int64_t out, float* y) {
-  const __m256i m3 = _mm256_set1_epi8(3);
-  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m256i m3 = _mm256_set1_epi8(3), low4 = _mm256_set1_epi16(0x0F);
   __m256 acc[K], acc_min[K];
 #pragma GCC unroll 8
   for (int k = 0; k < K; ++k) acc[k] = acc_min[k] = _mm256_setzero_ps();
@@ -146,6 +183,9 @@ SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const 
     const std::byte* blk = group + static_cast<std::size_t>(b) * q2_K_packed_block;
     const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + q2_K_packed_scales);
     const std::byte* qv = blk + q2_K_packed_quants;
+    const auto pair_bytes = [sc](int pair) SPITE_AVX2 {
+      return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * static_cast<std::size_t>(pair))));
+    };
     __m256i is_block[K], ms_block[K];  // GEMV rows: the whole super-block's sums
     for (int h = 0; h < 2; ++h) {
       if (t0 == 0) ahead.step(b, h, 2);
@@ -154,11 +194,7 @@ SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const 
       for (int k = 0; k < K; ++k) is[k] = ms[k] = _mm256_setzero_si256();
       if constexpr (AllGemm) {
         // The half's min terms first, so that only the quants' sums are live in the loop below.
-        for (int p = 0; p < 4; ++p) {
-          const int s0 = 8 * h + 2 * p;
-          const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * s0));
-          add_min_terms<K>(bytes, xq + t0 * nb + b, nb, s0, ms);
-        }
+        for (int p = 0; p < 4; ++p) add_min_terms<K>(_mm256_srli_epi16(pair_bytes(4 * h + p), 4), xq + t0 * nb + b, nb, 4 * h + p, ms);
         const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
 #pragma GCC unroll 8
         for (int k = 0; k < K; ++k) {
@@ -167,27 +203,34 @@ SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const 
         }
       }
       for (int p = 0; p < 4; ++p) {
-        const int s0 = 8 * h + 2 * p;  // sub-blocks s0 and s0 + 1
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * s0));
-        const row_scale_pairs scales(_mm_and_si128(bytes, low4));
-        for (int half = 0; half < 2; ++half) {
-          const int sb = s0 + half;
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qv + 32 * sb));
-          const __m256i c[4] = {_mm256_and_si256(v, m3), _mm256_and_si256(_mm256_srli_epi16(v, 2), m3),
-                                _mm256_and_si256(_mm256_srli_epi16(v, 4), m3), _mm256_and_si256(_mm256_srli_epi16(v, 6), m3)};
+        const int pair = 4 * h + p;
+        const __m256i bytes = pair_bytes(pair);
+        const std::int8_t* x[K];
 #pragma GCC unroll 8
-          for (int k = 0; k < K; ++k) {
-            const std::int8_t* x = xq[(t0 + k) * nb + b].qs + 16 * sb;
-            // Four int16 pair sums of at most 2 * 3 * 128 each: no overflow before the widening.
-            __m256i s16 = _mm256_maddubs_epi16(c[0], _mm256_set1_epi32(load_u32(x)));
-            for (int j = 1; j < 4; ++j) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(c[j], _mm256_set1_epi32(load_u32(x + 4 * j))));
-            is[k] = _mm256_add_epi32(is[k], _mm256_madd_epi16(s16, half == 0 ? scales.lo : scales.hi));
-            if constexpr (K > 1) __asm__("" : "+x"(is[k]));  // the sums in order, not a spilled tree
+        for (int k = 0; k < K; ++k) x[k] = xq[(t0 + k) * nb + b].qs + 32 * pair;
+        __m256i s16[K];
+#pragma GCC unroll 2
+        for (int v = 0; v < 2; ++v) {
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qv + 64 * pair + 32 * v));
+          const __m256i c[4] = {_mm256_and_si256(q, m3), _mm256_and_si256(_mm256_srli_epi16(q, 2), m3),
+                                _mm256_and_si256(_mm256_srli_epi16(q, 4), m3), _mm256_and_si256(_mm256_srli_epi16(q, 6), m3)};
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 8
+            for (int k = 0; k < K; ++k) {
+              const __m256i products = _mm256_maddubs_epi16(c[j], _mm256_set1_epi32(load_u32(x[k] + 16 * v + 4 * j)));
+              s16[k] = v == 0 && j == 0 ? products : _mm256_add_epi16(s16[k], products);
+              if constexpr (K > 1) __asm__("" : "+x"(s16[k]));  // in order, in registers
+            }
           }
         }
-        if constexpr (!AllGemm) {
-          add_min_terms<K>(bytes, xq + t0 * nb + b, nb, s0, ms);
+        const __m256i scales = _mm256_and_si256(bytes, low4);
+#pragma GCC unroll 8
+        for (int k = 0; k < K; ++k) {
+          is[k] = _mm256_add_epi32(is[k], _mm256_madd_epi16(s16[k], scales));
+          if constexpr (K > 1) __asm__("" : "+x"(is[k]));  // the sums in order, not a spilled tree
         }
+        if constexpr (!AllGemm) add_min_terms<K>(_mm256_srli_epi16(bytes, 4), xq + t0 * nb + b, nb, pair, ms);
       }
 #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) {
@@ -250,6 +293,7 @@ void matmul_q2_K_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
   if (w.packed != nullptr && w.packed_rows == 16) {
     if (matmul_q2_K_x16(w, xq.data(), n_tokens, ng, y, pool)) return;
   } else if (w.packed != nullptr) {
+    pair_activations(xq.data(), static_cast<std::int64_t>(xq.size()), pool);
     return matmul_q2_K_packed(w, xq.data(), n_tokens, ng, y, pool);
   }
   pool.parallel_for(w.out / 8, [&](std::int64_t begin, std::int64_t end, int) {
