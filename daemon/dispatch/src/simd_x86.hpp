@@ -248,14 +248,26 @@ inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*s
 // few KB ahead of where it reads, a block's share at a time, which measured better than both the
 // next group and the hardware prefetchers alone (docs/performance.md); Q6_K in 4-row groups
 // decodes without software prefetch.
+
+// Every line of [p, p + Bytes) fetched by a fixed number of prefetches, one per 64 bytes and one
+// at the last byte (where p is not on a line's start, that is the one more line it touches): no
+// loop over the lines, whose count depends on where p lies. Such a loop's compare and branch per
+// line cost a decode loop as much as its prefetches (Q6_K:2048:2048, one row from the caches, one
+// thread, AVX2, Zen 3: 0.123 -> 0.114 ms; Q5_K:2048:256 0.0177 -> 0.0142).
+template <std::size_t Bytes>
+inline void prefetch_span(const void* p) {
+  const char* c = static_cast<const char*>(p);
+#pragma GCC unroll 16
+  for (std::size_t off = 0; off < Bytes; off += 64) prefetch_l1(c + off);
+  prefetch_l1(c + Bytes - 1);
+}
+
 // Part `part` (of 8) of the block `Ahead` blocks of `Block` bytes past blk: the 8-row layouts'
 // decode fetches, spread over a block's 8 sub-blocks (their stream continues into the next group
 // of rows, so a group's last blocks fetch the next one's first).
 template <std::size_t Block, std::size_t Ahead>
 inline void fetch_eighth_ahead(const std::byte* blk, int part) {
-  const std::size_t begin = Ahead * Block + static_cast<std::size_t>(part) * Block / 8;
-  const std::size_t end = Ahead * Block + static_cast<std::size_t>(part + 1) * Block / 8;
-  for (std::size_t off = begin & ~std::size_t{63}; off < end; off += 64) prefetch_l1(blk + off);
+  prefetch_span<(Block + 7) / 8>(blk + Ahead * Block + static_cast<std::size_t>(part) * Block / 8);
 }
 
 struct next_group_prefetch {
@@ -266,6 +278,12 @@ struct next_group_prefetch {
   SPITE_AVX2 void step(std::int64_t b) const {
     const std::size_t begin = static_cast<std::size_t>(b) * per_block;
     for (std::size_t off = begin; off < begin + per_block; off += 64) prefetch_l1(next + off);
+  }
+  // The same where every block of the group is Block bytes (per_block), part `part` of Parts
+  // of it, by prefetch_span.
+  template <std::size_t Block, int Parts = 1>
+  SPITE_AVX2 void step_fixed(std::int64_t b, int part = 0) const {
+    prefetch_span<(Block + Parts - 1) / Parts>(next + static_cast<std::size_t>(b) * Block + static_cast<std::size_t>(part) * Block / Parts);
   }
   // Part `part` of `parts` of block b's share. A block's whole share issued at once (18 lines
   // for a packed Q4_K group) fills the core's miss buffers and stalls it on the prefetches;

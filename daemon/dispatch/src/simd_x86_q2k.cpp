@@ -188,7 +188,7 @@ SPITE_AVX2 void q2_K_packed_tile(const std::byte* group, std::int64_t nb, const 
     };
     __m256i is_block[K], ms_block[K];  // GEMV rows: the whole super-block's sums
     for (int h = 0; h < 2; ++h) {
-      if (t0 == 0) ahead.step(b, h, 2);
+      if (t0 == 0) ahead.step_fixed<q2_K_packed_block, 2>(b, h);
       __m256i is[K], ms[K];
 #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) is[k] = ms[k] = _mm256_setzero_si256();

@@ -33,8 +33,8 @@ struct q4_0_layout_pass {
   }
   SPITE_AVX2 void fetch(std::int64_t b, std::int64_t t0) const {
     if (t0 != 0) return;
-    ahead0.step(b);
-    if constexpr (G == 2) ahead1.step(b);
+    ahead0.step_fixed<q4_0_packed_block>(b);
+    if constexpr (G == 2) ahead1.step_fixed<q4_0_packed_block>(b);
   }
   // Block b of group g (at blk): each activation row's exact integer sums of the 8 rows.
   SPITE_AVX2 void add(int g, const std::byte* blk, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, std::int64_t b,

@@ -125,7 +125,7 @@ SPITE_AVX2 void rows_tile(const std::byte* group, std::int64_t nb, const gguf::b
       summs[k] = min_step(blk, x[k][b], summs[k]);
     }
     for (int lane = 0; lane < 8; ++lane) {
-      if (prefetch) ahead.step(b, lane, 8);
+      if (prefetch) ahead.step_fixed<packed_block, 8>(b, lane);
       const auto lane_q = quants.lane(b, blk, lane);
       __m256i sum[K];
 #pragma GCC unroll 4
