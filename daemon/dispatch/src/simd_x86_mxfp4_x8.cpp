@@ -86,10 +86,9 @@ SPITE_AVX2 inline __m256i value_table() {
 
 SPITE_AVX2 inline __m256i magnitude_table() { return _mm256_abs_epi8(value_table()); }
 
-// Block b's share (an eighth: two or three lines) of the span two ahead.
+// Block b's share (an eighth: two or three lines) of the span two ahead, by a fixed count of prefetches.
 inline void fetch_ahead(const std::byte* span, std::int64_t b) {
-  const auto j = static_cast<int>(b % span_blocks);
-  for (int l = (17 * j + 7) / 8; l < (17 * (j + 1) + 7) / 8; ++l) prefetch_l1(span + 2 * x8_span + cache_line * l);
+  prefetch_span<x8_span / span_blocks>(span + 2 * x8_span + static_cast<std::size_t>(b % span_blocks) * (x8_span / span_blocks));
 }
 
 // The end for activation row t: lanes a[L] (the two parities added) summed in reduce8_vec's order
