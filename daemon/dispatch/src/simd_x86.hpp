@@ -773,9 +773,9 @@ void matmul_q5_1_packed(const weight& w, const float* x, std::int64_t n_tokens, 
 void matmul_q4_1_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_q5k_packed.cpp: Q5_K packed by pack_q5_K (8-row groups, each of the reference's lanes
-// one vector), against Q8_K activations.
+// one vector), against Q8_K activations, whose quants it interleaves in place.
 std::size_t pack_q5_K(weight& w);
-void matmul_q5_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
+void matmul_q5_K_packed(const weight& w, gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_q6k_avx512.cpp: Q6_K in 4-row groups (q6_K_blocks) where the AVX-512 VNNI kernels run.
 std::size_t pack_q6_K(weight& w);

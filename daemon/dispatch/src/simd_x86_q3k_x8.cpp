@@ -33,6 +33,7 @@
 // thread, AVX2, Zen 3, alternated) 0.292 -> 0.249 ms, 4 rows of 2048:5632 0.909 -> 0.770, 128 rows
 // 28.8 -> 24.9. The activations are permuted to match, once per matmul (block_offsets).
 #include "simd_x86.hpp"
+#include "simd_x86_pairs.hpp"
 
 #if defined(__x86_64__)
 #include <cstring>
@@ -50,9 +51,8 @@ inline void fetch_ahead(const std::byte* blk, int g) { fetch_eighth_ahead<x8_blo
 
 // Per activation super-block: dword L of v[p] holds -4 S(2p, L) (low half) and -4 S(2p + 1, L)
 // (high half), S(g, L) the sum of the activations of lane L's elements in group g; |4 S| <= 4 x
-// 4 x 128 fits an int16. And its quants in the units' order: per pair of groups p, dword t (0..15)
-// of the 64 bytes at 64 p holds elements 2t, 2t + 1 of group 2p, then those of group 2p + 1 (lane
-// L's half v is dword 2L + v). Made once per matmul.
+// 4 x 128 fits an int16. And its quants in the units' order (interleave_group_pairs). Made once
+// per matmul.
 struct block_offsets {
   alignas(32) std::int32_t v[4][8];
   alignas(32) std::int8_t x[qkk];
@@ -69,15 +69,8 @@ SPITE_AVX2 void activation_offsets(const gguf::block_q8_K* x, std::size_t begin,
         m[k] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 2));
       }
       _mm256_store_si256(reinterpret_cast<__m256i*>(out[i].v[p]), _mm256_blend_epi16(m[0], _mm256_slli_epi32(m[1], 16), 0xAA));
-      const auto* first = reinterpret_cast<const __m128i*>(x[i].qs + 64 * p);
-      const auto* second = reinterpret_cast<const __m128i*>(x[i].qs + 64 * p + 32);
-      auto* to = reinterpret_cast<__m128i*>(out[i].x + 64 * p);
-      for (int h = 0; h < 2; ++h) {
-        const __m128i a = _mm_loadu_si128(first + h), b = _mm_loadu_si128(second + h);
-        _mm_store_si128(to + 2 * h, _mm_unpacklo_epi16(a, b));
-        _mm_store_si128(to + 2 * h + 1, _mm_unpackhi_epi16(a, b));
-      }
     }
+    interleave_group_pairs(x[i].qs, out[i].x);
   }
 }
 

@@ -9,22 +9,28 @@
 // decoding its scales and mins and combining its float terms. Packed, per group of 8 rows and
 // per super-block (1440 bytes against the file's 1408):
 //   d[8], dmin[8]   f16, row r's at 2r;
-//   scales[8][8]    byte 8g + r: row r's scale of group g;
+//   scales[4][8][2] byte 16j + 2r + h: row r's scale of group 2j + h;
 //   mins[4][8][2]   byte 16p + 2r + h: row r's min of group 2p + h;
 //   high[8][32]     byte 32L + 4r + j: the top two bits of row r's quants u_4..u_7 at bits 0-1,
-//                   2-3, 4-5 and 6-7 (u_g: group g's element 32g + 4L + j, 0..31);
+//                   2-3, 4-5 and 6-7;
 //   low[4][8][32]   byte 256i + 32L + 4r + j: u_i (five bits) | the low three bits of u_{i+4}
-//                   << 5.
-// Groups 0-3 come out of one vector with one AND, groups 4-7 with five operations (24 per
-// lane's 8 groups where the file's split of four bits and one took 35: Q5_K:2048:5632, one
+//                   << 5;
+// u_i (0..31) being unit i's quant of lane L, unit 2p + v holding in byte j row r's element
+// 4L + 2v + j % 2 of group 2p + j / 2 (interleave_group_pairs puts the activations in the same
+// order). Units 0-3 come out of one vector with one AND, 4-7 with five operations (24 per
+// lane's 8 units where the file's split of four bits and one took 35: Q5_K:2048:5632, one
 // thread, AVX2 (Zen 3), from the caches 0.376 -> 0.319 ms).
-// Group g's lane L of the 8 rows is then one vector of 4 bytes per row: one multiply and one
-// multiply-add by the rows' scales give that lane's term of every row, rows as int32 lanes. The
-// float accumulators hold the reference's lanes transposed (acc[L], element r: row r's lane L),
-// transposed back for its horizontal sum once per group; the scale products, mins sums and
-// min chains are made for the 8 rows at once, row r's in lane r.
+// A unit's lane L of the 8 rows is then one vector of 4 bytes per row, each int16 pair sum of
+// its products one group's: a lane's two units of a pair of groups are added in int16 (at most
+// 4 x 31 x 127) and one multiply-add by the rows' scale pairs gives both groups' terms of every
+// row, rows as int32 lanes (each group's own VPMADDWD and its scales spread by a shuffle
+// before: see docs/performance-log.md). The float accumulators hold the reference's lanes
+// transposed (acc[L], element r: row r's lane L), transposed back for its horizontal sum once
+// per group; the scale products, mins sums and min chains are made for the 8 rows at once, row
+// r's in lane r.
 #include "simd_x86.hpp"
 #include "ref_kquants.hpp"
+#include "simd_x86_pairs.hpp"
 
 #if defined(__x86_64__)
 #include <cstring>
@@ -35,11 +41,10 @@ namespace {
 constexpr std::size_t packed_block = 32 + 64 + 64 + 256 + 1024;
 constexpr std::size_t at_scales = 32, at_mins = 96, at_high = 160, at_low = 416;
 
-// Group g's scales of the 8 rows as int16 pairs (row r's twice), for madd with the int16 pair
-// sums of its 4 products.
-SPITE_AVX2 inline __m256i scale_pairs(const std::byte* blk, int g) {
-  const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + at_scales + 8 * g));
-  return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(s, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
+// Groups 2j and 2j + 1's scales of the 8 rows as int16 pairs (row r's of group 2j, then of 2j + 1),
+// for madd with a unit pair's int16 sums.
+SPITE_AVX2 inline __m256i scale_pairs(const std::byte* blk, int j) {
+  return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at_scales + 16 * j)));
 }
 
 // The mins chain's step of one super-block, row r's in lane r: fma(-d_x * dmin_w, sum_g min_g *
@@ -65,7 +70,7 @@ SPITE_AVX2 inline void store_rows(const __m256* acc, __m256 summs, float* y8) {
   store_lane_rows(acc, mins, y8);
 }
 
-// Groups 2k and 2k + 1's quants (0..31) of lane L, from the packed block (`high`, the lane's
+// Units 2k and 2k + 1's quants (0..31) of lane L, from the packed block (`high`, the lane's
 // vector of top bits, loaded once per lane). Literal shift counts, as the sanitizer build's -O1
 // needs; bits a 16-bit shift brings from the neighbour byte are masked off.
 SPITE_AVX2 inline __m256i lane_low(const std::byte* blk, int lane, int i) {
@@ -91,11 +96,14 @@ SPITE_AVX2 inline void lane_quants(const std::byte* blk, int lane, int k, __m256
   }
 }
 
-// Group g's lane L term of the 8 rows against activation quants xq: scale * (4 products).
-SPITE_AVX2 inline __m256i group_term(__m256i q, const std::int8_t* xq, int g, int lane, __m256i scales) {
-  std::int32_t x4;
-  std::memcpy(&x4, xq + 32 * g + 4 * lane, 4);
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_set1_epi32(x4)), scales);
+// Groups 2j and 2j + 1's lane L term of the 8 rows from units 2j (q0) and 2j + 1 (q1) against the
+// interleaved activation quants xp (interleave_group_pairs): each group's 4 products summed in
+// int16 (at most 4 x 31 x 127), then times its scale.
+SPITE_AVX2 inline __m256i pair_term(__m256i q0, __m256i q1, const std::int8_t* xp, int j, int lane, __m256i scales) {
+  const std::int8_t* x = xp + 64 * j + 8 * lane;
+  const __m256i sums = _mm256_add_epi16(_mm256_maddubs_epi16(q0, _mm256_set1_epi32(load_u32(x))),
+                                        _mm256_maddubs_epi16(q1, _mm256_set1_epi32(load_u32(x + 4))));
+  return _mm256_madd_epi16(sums, scales);
 }
 
 // One group of 8 rows against K activation rows, the lane quants from Quants: in registers
@@ -114,9 +122,9 @@ SPITE_AVX2 void rows_tile(const std::byte* group, std::int64_t nb, const gguf::b
   const next_group_prefetch ahead(group + static_cast<std::size_t>(nb) * packed_block, static_cast<std::size_t>(nb) * packed_block, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = group + static_cast<std::size_t>(b) * packed_block;
-    __m256i S[8];
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) S[g] = scale_pairs(blk, g);
+    __m256i S[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) S[j] = scale_pairs(blk, j);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     __m256 ds[K];
 #pragma GCC unroll 4
@@ -136,9 +144,7 @@ SPITE_AVX2 void rows_tile(const std::byte* group, std::int64_t nb, const gguf::b
         lane_q(j, q0, q1);
 #pragma GCC unroll 4
         for (int k = 0; k < K; ++k) {
-          const __m256i t = _mm256_add_epi32(group_term(q0, x[k][b].qs, 2 * j, lane, S[2 * j]),
-                                             group_term(q1, x[k][b].qs, 2 * j + 1, lane, S[2 * j + 1]));
-          sum[k] = _mm256_add_epi32(sum[k], t);
+          sum[k] = _mm256_add_epi32(sum[k], pair_term(q0, q1, x[k][b].qs, j, lane, S[j]));
           // The sums in order, pair by pair: GCC otherwise makes a tree of a lane's 4 pairs for
           // each row and spills it (Q5_K:2048:2048, one thread, AVX2 (Zen 3), alternated: 4 rows
           // 0.338 -> 0.309 ms, 3 rows 0.276 -> 0.234, 2 rows 0.192 -> 0.181; 128 rows of
@@ -206,9 +212,9 @@ SPITE_AVX2 void decode_rows(const std::byte* const* groups, std::int64_t nb, con
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
       const std::byte* blk = groups[s] + static_cast<std::size_t>(b) * packed_block;
-      __m256i scales[8];
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) scales[g] = scale_pairs(blk, g);
+      __m256i scales[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) scales[j] = scale_pairs(blk, j);
       const __m256 ds = _mm256_mul_ps(_mm256_set1_ps(x[b].d), _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))));
       summs[s] = min_step(blk, x[b], summs[s]);
       for (int lane = 0; lane < 8; ++lane) {
@@ -219,8 +225,7 @@ SPITE_AVX2 void decode_rows(const std::byte* const* groups, std::int64_t nb, con
         for (int j = 0; j < 4; ++j) {
           __m256i q0, q1;
           lane_quants(blk, lane, j, high, q0, q1);
-          sum = _mm256_add_epi32(sum, _mm256_add_epi32(group_term(q0, x[b].qs, 2 * j, lane, scales[2 * j]),
-                                                       group_term(q1, x[b].qs, 2 * j + 1, lane, scales[2 * j + 1])));
+          sum = _mm256_add_epi32(sum, pair_term(q0, q1, x[b].qs, j, lane, scales[j]));
         }
         acc[s][lane] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(sum), acc[s][lane]);
       }
@@ -260,7 +265,8 @@ std::size_t pack_q5_K(weight& w) {
     scales_mins_k4(blk.scales, sm);
     const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
     for (int g = 0; g < 8; ++g) {
-      dst[at_scales + 8 * static_cast<std::size_t>(g) + static_cast<std::size_t>(r)] = static_cast<std::byte>(s8[g]);
+      dst[at_scales + 16 * static_cast<std::size_t>(g / 2) + 2 * static_cast<std::size_t>(r) + static_cast<std::size_t>(g % 2)] =
+          static_cast<std::byte>(s8[g]);
       dst[at_mins + 16 * static_cast<std::size_t>(g / 2) + 2 * static_cast<std::size_t>(r) + static_cast<std::size_t>(g % 2)] =
           static_cast<std::byte>(s8[8 + g]);
     }
@@ -270,7 +276,10 @@ std::size_t pack_q5_K(weight& w) {
     for (int lane = 0; lane < 8; ++lane) {
       for (int j = 0; j < 4; ++j) {
         unsigned u[8];
-        for (int g = 0; g < 8; ++g) u[g] = static_cast<std::uint8_t>(q[32 * g + 4 * lane + j]);
+        // unit 2p + v's byte j: element 4 lane + 2v + j % 2 of group 2p + j / 2
+        for (int unit = 0; unit < 8; ++unit) {
+          u[unit] = static_cast<std::uint8_t>(q[32 * (unit / 2 * 2 + j / 2) + 4 * lane + 2 * (unit % 2) + j % 2]);
+        }
         const std::size_t at = 32 * static_cast<std::size_t>(lane) + 4 * static_cast<std::size_t>(r) + static_cast<std::size_t>(j);
         bytes[at_high + at] = static_cast<std::uint8_t>(u[4] >> 3 | (u[5] >> 3) << 2 | (u[6] >> 3) << 4 | (u[7] >> 3) << 6);
         for (int i = 0; i < 4; ++i) bytes[at_low + 256 * static_cast<std::size_t>(i) + at] = static_cast<std::uint8_t>(u[i] | (u[i + 4] & 7u) << 5);
@@ -279,8 +288,17 @@ std::size_t pack_q5_K(weight& w) {
   });
 }
 
-void matmul_q5_K_packed(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
+void matmul_q5_K_packed(const weight& w, gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
+  const std::int64_t n_blocks = nb * n_tokens;
+  const auto interleave = [xq](std::int64_t begin, std::int64_t end) SPITE_AVX2 {
+    for (std::int64_t i = begin; i < end; ++i) interleave_group_pairs(xq[i].qs, xq[i].qs);
+  };
+  if (n_blocks < 256) {  // decode and small batches: less than a hand-off costs
+    interleave(0, n_blocks);
+  } else {
+    pool.parallel_for(n_blocks, [&](std::int64_t begin, std::int64_t end, int) { interleave(begin, end); });
+  }
   const std::size_t group_bytes = static_cast<std::size_t>(nb) * packed_block;
   // Below this many activation rows per block the packed quants are unpacked in registers per
   // tile; from it on, once per group into a buffer (2 KiB per super-block).
