@@ -68,7 +68,8 @@ SPITE_AVX512 inline void row_pair_picks(__m512i (&pick)[4]) {
 // it was a call per block from the AVX2 kernels).
 template <int Spans = 4>
 inline void fetch_ahead(const std::byte* group, std::int64_t b) {
-  prefetch_span<span_bytes / span_blocks>(group + static_cast<std::size_t>(b) * (span_bytes / span_blocks) + Spans * span_bytes);
+  const std::size_t begin = static_cast<std::size_t>(b) * (span_bytes / span_blocks) + Spans * span_bytes;
+  for (std::size_t off = begin & ~std::size_t{63}; off < begin + span_bytes / span_blocks; off += 64) prefetch_l1(group + off);
 }
 
 // Activation block i against a block of the group's 8 rows (quants w, f16 scales widened in dw):
