@@ -39,7 +39,7 @@ inline void fetch_ahead(const std::byte* blk, int s) { fetch_eighth_ahead<x8_blo
 struct x8_extra {
   std::size_t blocks;
   std::uint64_t id = next_matmul_id();
-  x8_extra(const gguf::block_q8_K*, std::size_t n, thread_pool&) : blocks(n) {}
+  x8_extra(const gguf::block_q8_K*, std::int64_t nb, std::int64_t n_tokens, thread_pool&) : blocks(static_cast<std::size_t>(nb * n_tokens)) {}
 };
 
 // Batches' last 2-3 activation rows as one tile, not a pass each: IQ4_XS:2048:11264 from

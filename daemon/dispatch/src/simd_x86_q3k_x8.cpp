@@ -78,8 +78,8 @@ SPITE_AVX2 void activation_offsets(const gguf::block_q8_K* x, std::size_t begin,
 struct x8_extra {
   std::vector<block_offsets> offsets;
   std::uint64_t id = next_matmul_id();
-  x8_extra(const gguf::block_q8_K* xq, std::size_t n, thread_pool& pool) : offsets(n) {
-    pool.parallel_for(static_cast<std::int64_t>(n), [&](std::int64_t begin, std::int64_t end, int) {
+  x8_extra(const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t n_tokens, thread_pool& pool) : offsets(static_cast<std::size_t>(nb * n_tokens)) {
+    pool.parallel_for(nb * n_tokens, [&](std::int64_t begin, std::int64_t end, int) {
       activation_offsets(xq, static_cast<std::size_t>(begin), static_cast<std::size_t>(end), offsets.data());
     });
   }

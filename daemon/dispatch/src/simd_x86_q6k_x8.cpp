@@ -23,6 +23,7 @@
 //                     one vector by one mask (chunk_of in simd_x86_q6k_x8.inc).
 // A group is one stream; decode reads two of them per thread (by_group_pairs).
 #include "simd_x86.hpp"
+#include "simd_x86_pairs.hpp"
 
 #if defined(__x86_64__)
 #include <cstring>
@@ -39,11 +40,23 @@ static_assert(x8_block == 8 * sizeof(gguf::block_q6_K));
 // Decode fetches the block two ahead (3.3 KB), as the 16-row layout measured best.
 inline void fetch_ahead(const std::byte* blk, int g) { fetch_eighth_ahead<x8_block, 2>(blk, g); }
 
-// The matmul's activation super-blocks and its number (x8_unpacked).
+// The matmul's number (x8_unpacked) and, where its tiles read unpacked groups (buffered: 16
+// activation rows or more), its activation quants interleaved as their units
+// (interleave_group_pairs).
 struct x8_extra {
   std::size_t blocks;
   std::uint64_t id = next_matmul_id();
-  x8_extra(const gguf::block_q8_K*, std::size_t n, thread_pool&) : blocks(n) {}
+  aligned_vector<std::int8_t> interleaved;
+  bool buffered(std::int64_t nb) const { return blocks >= 16 * static_cast<std::size_t>(nb); }
+  x8_extra(const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t n_tokens, thread_pool& pool)
+      : blocks(static_cast<std::size_t>(nb * n_tokens)) {
+    if (!buffered(nb)) return;
+    const auto n = static_cast<std::size_t>(nb * n_tokens);
+    interleaved.resize(n * qkk);
+    pool.parallel_for(static_cast<std::int64_t>(n), [&](std::int64_t begin, std::int64_t end, int) {
+      for (auto i = static_cast<std::size_t>(begin); i < static_cast<std::size_t>(end); ++i) interleave_group_pairs(xq[i].qs, interleaved.data() + qkk * i);
+    });
+  }
 };
 
 // Batches' last 2-3 activation rows as one tile (each chunk unpacked once for them), not a pass
