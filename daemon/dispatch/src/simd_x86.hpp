@@ -773,7 +773,7 @@ void matmul_q5_1_packed(const weight& w, const float* x, std::int64_t n_tokens, 
 void matmul_q4_1_packed(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
 // simd_x86_q5k_packed.cpp: Q5_K packed by pack_q5_K (8-row groups, each of the reference's lanes
-// one vector), against Q8_K activations, whose quants it interleaves in place.
+// one vector), against Q8_K activations, which it rewrites in place (prepare_activations).
 std::size_t pack_q5_K(weight& w);
 void matmul_q5_K_packed(const weight& w, gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool);
 

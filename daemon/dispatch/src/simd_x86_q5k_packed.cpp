@@ -47,16 +47,24 @@ SPITE_AVX2 inline __m256i scale_pairs(const std::byte* blk, int j) {
   return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at_scales + 16 * j)));
 }
 
+// The activations of one super-block as the packed kernels read them: its quants interleaved
+// (interleave_group_pairs), and its 16 sub-block sums replaced by the 8 groups' (bsum[2g] +
+// bsum[2g + 1], at most 2 x 16 x 127: int16) in bsums[0..7], which the min chains take.
+SPITE_AVX2 inline void prepare_activations(gguf::block_q8_K& x) {
+  interleave_group_pairs(x.qs, x.qs);
+  for (int g = 0; g < 8; ++g) x.bsums[g] = static_cast<std::int16_t>(x.bsums[2 * g] + x.bsums[2 * g + 1]);  // in order: g <= 2g
+}
+
 // The mins chain's step of one super-block, row r's in lane r: fma(-d_x * dmin_w, sum_g min_g *
-// (bsum[2g] + bsum[2g + 1]), summs).
+// (bsum[2g] + bsum[2g + 1]), summs), the groups' sums from prepare_activations.
 SPITE_AVX2 inline __m256 min_step(const std::byte* blk, const gguf::block_q8_K& x, __m256 summs) {
   __m256i msum = _mm256_setzero_si256();
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
-    const auto bp0 = static_cast<std::uint16_t>(x.bsums[4 * p] + x.bsums[4 * p + 1]);
-    const auto bp1 = static_cast<std::uint16_t>(x.bsums[4 * p + 2] + x.bsums[4 * p + 3]);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at_mins + 16 * p)));
-    msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins, _mm256_set1_epi32(static_cast<int>(bp0 | (std::uint32_t{bp1} << 16)))));
+    std::int32_t sums;  // groups 2p and 2p + 1's, int16 each
+    std::memcpy(&sums, x.bsums + 2 * p, 4);
+    msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins, _mm256_set1_epi32(sums)));
   }
   const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(-x.d), _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))));
   return _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), summs);
@@ -291,13 +299,13 @@ std::size_t pack_q5_K(weight& w) {
 void matmul_q5_K_packed(const weight& w, gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / qkk;
   const std::int64_t n_blocks = nb * n_tokens;
-  const auto interleave = [xq](std::int64_t begin, std::int64_t end) SPITE_AVX2 {
-    for (std::int64_t i = begin; i < end; ++i) interleave_group_pairs(xq[i].qs, xq[i].qs);
+  const auto prepare = [xq](std::int64_t begin, std::int64_t end) SPITE_AVX2 {
+    for (std::int64_t i = begin; i < end; ++i) prepare_activations(xq[i]);
   };
   if (n_blocks < 256) {  // decode and small batches: less than a hand-off costs
-    interleave(0, n_blocks);
+    prepare(0, n_blocks);
   } else {
-    pool.parallel_for(n_blocks, [&](std::int64_t begin, std::int64_t end, int) { interleave(begin, end); });
+    pool.parallel_for(n_blocks, [&](std::int64_t begin, std::int64_t end, int) { prepare(begin, end); });
   }
   const std::size_t group_bytes = static_cast<std::size_t>(nb) * packed_block;
   // Below this many activation rows per block the packed quants are unpacked in registers per
