@@ -150,8 +150,7 @@ SPITE_AVX2 void pair_activations(gguf::block_q8_K* x, std::int64_t n, thread_poo
       }
     }
   };
-  if (n < 256) return permute(0, n);  // decode and small batches: less than a hand-off costs
-  pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int) { permute(begin, end); });
+  for_activation_blocks(n, pool, permute);
 }
 
 // Sub-block pair `pair`'s min terms (min * bsum, rows as lanes) of K activation rows (x[k * nb] is

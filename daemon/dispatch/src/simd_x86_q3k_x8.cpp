@@ -79,7 +79,7 @@ struct x8_extra {
   std::vector<block_offsets> offsets;
   std::uint64_t id = next_matmul_id();
   x8_extra(const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t n_tokens, thread_pool& pool) : offsets(static_cast<std::size_t>(nb * n_tokens)) {
-    pool.parallel_for(nb * n_tokens, [&](std::int64_t begin, std::int64_t end, int) {
+    for_activation_blocks(nb * n_tokens, pool, [&](std::int64_t begin, std::int64_t end) {
       activation_offsets(xq, static_cast<std::size_t>(begin), static_cast<std::size_t>(end), offsets.data());
     });
   }

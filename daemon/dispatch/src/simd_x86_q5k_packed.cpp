@@ -302,11 +302,7 @@ void matmul_q5_K_packed(const weight& w, gguf::block_q8_K* xq, std::int64_t n_to
   const auto prepare = [xq](std::int64_t begin, std::int64_t end) SPITE_AVX2 {
     for (std::int64_t i = begin; i < end; ++i) prepare_activations(xq[i]);
   };
-  if (n_blocks < 256) {  // decode and small batches: less than a hand-off costs
-    prepare(0, n_blocks);
-  } else {
-    pool.parallel_for(n_blocks, [&](std::int64_t begin, std::int64_t end, int) { prepare(begin, end); });
-  }
+  for_activation_blocks(n_blocks, pool, prepare);
   const std::size_t group_bytes = static_cast<std::size_t>(nb) * packed_block;
   // Below this many activation rows per block the packed quants are unpacked in registers per
   // tile; from it on, once per group into a buffer (2 KiB per super-block).

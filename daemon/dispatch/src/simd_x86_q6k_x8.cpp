@@ -53,7 +53,7 @@ struct x8_extra {
     if (!buffered(nb)) return;
     const auto n = static_cast<std::size_t>(nb * n_tokens);
     interleaved.resize(n * qkk);
-    pool.parallel_for(static_cast<std::int64_t>(n), [&](std::int64_t begin, std::int64_t end, int) {
+    for_activation_blocks(static_cast<std::int64_t>(n), pool, [&](std::int64_t begin, std::int64_t end) {
       for (auto i = static_cast<std::size_t>(begin); i < static_cast<std::size_t>(end); ++i) interleave_group_pairs(xq[i].qs, interleaved.data() + qkk * i);
     });
   }

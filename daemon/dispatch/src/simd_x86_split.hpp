@@ -75,6 +75,15 @@ void by_row_groups_and_token_tiles(std::int64_t out, std::int64_t n_tokens, thre
       });
 }
 
+// fn(begin, end) over activation blocks [0, n) made ready once per matmul (permuted, their sums
+// taken): on the calling thread below 256 blocks (decode and small batches, where a hand-off to
+// the pool costs more than the work), else spread over the pool.
+template <class Fn>
+void for_activation_blocks(std::int64_t n, thread_pool& pool, const Fn& fn) {
+  if (n < 256) return fn(std::int64_t{0}, n);
+  pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end, int) { fn(begin, end); });
+}
+
 // fn(g, t0, t1) for every group g < groups and every block [t0, t1) of up to `block` activation
 // rows, spread over the pool in block-major order: the threads work through the same activation
 // rows at a time, which then stay in L2 (one thread's pass over a whole large batch would not),
