@@ -222,17 +222,20 @@ SPITE_AVX2 inline void store_lane_rows(const __m256* acc, const float* mins, flo
   }
 }
 
+// The same from lanes kept in memory (acc[lane][row]).
+SPITE_AVX2 inline void store_lanes_from(const float (&acc)[8][8], float* y8) {
+  __m256 lanes[8];
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l) lanes[l] = _mm256_load_ps(acc[l]);
+  store_lane_rows(lanes, nullptr, y8);
+}
+
 // The end of an 8-row tile of K activation rows whose float lanes were kept in memory
 // (acc[k][lane][row]): each activation row's 8 rows to y8 + (t0 + k) * out.
 template <int K>
 SPITE_AVX2 inline void store_tile_lanes(const float (&acc)[K][8][8], std::int64_t t0, std::int64_t out, float* y8) {
 #pragma GCC unroll 4
-  for (int k = 0; k < K; ++k) {
-    __m256 lanes[8];
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) lanes[l] = _mm256_load_ps(acc[k][l]);
-    store_lane_rows(lanes, nullptr, y8 + (t0 + k) * out);
-  }
+  for (int k = 0; k < K; ++k) store_lanes_from(acc[k], y8 + (t0 + k) * out);
 }
 
 // Software prefetches as volatile asm, not _mm_prefetch: GCC 12 deletes a loop of
