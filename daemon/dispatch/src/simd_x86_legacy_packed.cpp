@@ -39,7 +39,9 @@ using format = legacy_layout<Block, 8>;
 
 // Lane L's quants of the 8 rows of a packed block (Q5_*: 0..31, Q4_1: 0..15). Q5_*: lanes 0-3
 // one AND, 4-7 five operations (literal shift counts, as the sanitizer build's -O1 needs; bits a
-// 16-bit shift brings from the neighbour byte are masked off).
+// 16-bit shift brings from the neighbour byte are masked off; the low bits' by the lanes' own
+// 5-bit mask before the shift, which leaves one constant fewer in the registers: one row of
+// Q5_0:2048:5632 from the caches, one thread, AVX2 (Zen 3), alternated, 0.367 -> 0.356 ms).
 template <class Block>
 SPITE_AVX2 inline __m256i lane_quants(const std::byte* blk, __m256i high, int lane) {
   using f = format<Block>;
@@ -56,7 +58,7 @@ SPITE_AVX2 inline __m256i lane_quants(const std::byte* blk, __m256i high, int la
       case 6: top = _mm256_srli_epi16(high, 1); break;
       default: top = _mm256_srli_epi16(high, 3); break;
     }
-    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 5), _mm256_set1_epi8(0x07)), _mm256_and_si256(top, _mm256_set1_epi8(0x18)));
+    return _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(_mm256_set1_epi8(0x1F), v), 5), _mm256_and_si256(top, _mm256_set1_epi8(0x18)));
   }
 }
 

@@ -86,15 +86,16 @@ SPITE_AVX2 inline __m256i lane_low(const std::byte* blk, int lane, int i) {
 }
 
 SPITE_AVX2 inline void lane_quants(const std::byte* blk, int lane, int k, __m256i high, __m256i& q0, __m256i& q1) {
-  const __m256i m5 = _mm256_set1_epi8(0x1F), m3 = _mm256_set1_epi8(0x07), top = _mm256_set1_epi8(0x18);
+  const __m256i m5 = _mm256_set1_epi8(0x1F), top = _mm256_set1_epi8(0x18);
   if (k < 2) {
     q0 = _mm256_and_si256(lane_low(blk, lane, 2 * k), m5);
     q1 = _mm256_and_si256(lane_low(blk, lane, 2 * k + 1), m5);
     return;
   }
   const int i = 2 * (k - 2);
-  const __m256i low0 = _mm256_and_si256(_mm256_srli_epi16(lane_low(blk, lane, i), 5), m3);
-  const __m256i low1 = _mm256_and_si256(_mm256_srli_epi16(lane_low(blk, lane, i + 1), 5), m3);
+  // Bits 5-7 kept by the 5-bit mask before the shift: nothing crosses bytes, no third mask.
+  const __m256i low0 = _mm256_srli_epi16(_mm256_andnot_si256(m5, lane_low(blk, lane, i)), 5);
+  const __m256i low1 = _mm256_srli_epi16(_mm256_andnot_si256(m5, lane_low(blk, lane, i + 1)), 5);
   if (k == 2) {
     q0 = _mm256_or_si256(low0, _mm256_and_si256(_mm256_slli_epi16(high, 3), top));
     q1 = _mm256_or_si256(low1, _mm256_and_si256(_mm256_slli_epi16(high, 1), top));
