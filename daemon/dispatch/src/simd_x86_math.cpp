@@ -88,9 +88,14 @@ SPITE_AVX2 inline __m256 expf8(__m256 x) {
       _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
                       _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
       u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-  // ldexp(j, n) for |n| <= 192: two exact scalings by 2^(n/2) and 2^(n - n/2); only the second
-  // can round (to a subnormal or infinity), once, as ldexp does.
   const __m256i ni = _mm256_cvtps_epi32(n);  // n is an integer already
+  // Where every lane has -87 <= x <= 88 (so -126 <= n <= 127), 2^n is one normal float and
+  // ldexp(j, n) one multiply, which rounds once as ldexp does: the softmax's and SiLU's usual case
+  // (`bench --attention 32:4:64 -d 1536 --tokens 512 -t 1`, AVX2 (Zen 3), alternated: 95.9 -> 92.5 ms).
+  const __m256 usual = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ), _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_LE_OQ));
+  if (_mm256_movemask_ps(usual) == 0xFF) return _mm256_mul_ps(j, pow2(ni));
+  // Else ldexp(j, n) for |n| <= 192: two exact scalings by 2^(n/2) and 2^(n - n/2); only the
+  // second can round (to a subnormal or infinity), once, as ldexp does.
   const __m256i half = _mm256_srai_epi32(ni, 1);
   __m256 result = _mm256_mul_ps(_mm256_mul_ps(j, pow2(half)), pow2(_mm256_sub_epi32(ni, half)));
   // |n| > 192: infinity or zero; x == -inf: zero.

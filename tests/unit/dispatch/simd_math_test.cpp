@@ -47,6 +47,33 @@ TEST_CASE("the SIMD exp of a 16-key chunk gives the reference exp's bits and the
   }
 }
 
+TEST_CASE("the SIMD exp near its fast range's ends (subnormal, infinite) gives the reference's bits") {
+  const auto* simd = cpu::fast_math();
+  if (simd == nullptr) {
+    WARN("no SIMD attention on this processor; nothing to compare");
+    return;
+  }
+  std::mt19937 rng(11);
+  // Whole chunks of exponents near -126 (results near and below the smallest normal) and near
+  // 127 (results near the largest float and past it), and chunks that straddle the bounds.
+  std::uniform_real_distribution<float> low(-87.6f, -86.4f), high(87.4f, 88.8f), straddle(-88.5f, 89.0f);
+  for (int round = 0; round < 3000; ++round) {
+    float chunk[16], want[16];
+    const float max = round % 3 == 1 ? -80.0f : 0.0f;  // max < 0 turns some of them positive
+    for (int l = 0; l < 16; ++l) {
+      const float x = round % 3 == 0 ? low(rng) : round % 3 == 1 ? high(rng) : straddle(rng);
+      chunk[l] = x + max;
+    }
+    for (int l = 0; l < 16; ++l) want[l] = cpu::ref_expf(chunk[l] - max);
+    const float sum = simd->exp16(chunk, max);
+    for (int l = 0; l < 16; ++l) {
+      INFO("round " << round << ", lane " << l << ": " << want[l] << " vs " << chunk[l]);
+      REQUIRE(same_bits(want[l], chunk[l]));
+    }
+    REQUIRE(same_bits(sum, cpu::reduce16(want)));
+  }
+}
+
 TEST_CASE("the SIMD f16 dot product, widening and rounding give the reference's bits") {
   const auto* simd = cpu::fast_math();
   if (simd == nullptr) {
