@@ -20,14 +20,18 @@ namespace cpu = spite::dispatch::cpu;
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// The SIMD attention pieces of this processor, or null (with a warning: nothing to compare).
+const cpu::simd_math* simd_math_or_warn() {
+  const auto* simd = cpu::fast_math();
+  if (simd == nullptr) WARN("no SIMD attention on this processor; nothing to compare");
+  return simd;
+}
+
 }  // namespace
 
 TEST_CASE("the SIMD exp of a 16-key chunk gives the reference exp's bits and their reduce16 sum, masked keys and extremes included") {
-  const auto* simd = cpu::fast_math();
-  if (simd == nullptr) {
-    WARN("no SIMD attention on this processor; nothing to compare");
-    return;
-  }
+  const auto* simd = simd_math_or_warn();
+  if (simd == nullptr) return;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> wide(-200.0f, 0.0f), narrow(-12.0f, 0.0f);
   const float inf = std::numeric_limits<float>::infinity();
@@ -48,11 +52,8 @@ TEST_CASE("the SIMD exp of a 16-key chunk gives the reference exp's bits and the
 }
 
 TEST_CASE("the SIMD exp near its fast range's ends (subnormal, infinite) gives the reference's bits") {
-  const auto* simd = cpu::fast_math();
-  if (simd == nullptr) {
-    WARN("no SIMD attention on this processor; nothing to compare");
-    return;
-  }
+  const auto* simd = simd_math_or_warn();
+  if (simd == nullptr) return;
   std::mt19937 rng(11);
   // Whole chunks of exponents near -126 (results near and below the smallest normal) and near
   // 127 (results near the largest float and past it), and chunks that straddle the bounds.
@@ -75,11 +76,8 @@ TEST_CASE("the SIMD exp near its fast range's ends (subnormal, infinite) gives t
 }
 
 TEST_CASE("the SIMD f16 dot product, widening and rounding give the reference's bits") {
-  const auto* simd = cpu::fast_math();
-  if (simd == nullptr) {
-    WARN("no SIMD attention on this processor; nothing to compare");
-    return;
-  }
+  const auto* simd = simd_math_or_warn();
+  if (simd == nullptr) return;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (const std::int64_t n : {16, 64, 80, 256, 1024}) {
