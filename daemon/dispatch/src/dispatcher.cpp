@@ -246,11 +246,11 @@ namespace {
 constexpr int k_tiers_per_arch = 3;  // family/model, family/generic, generic/generic
 constexpr std::int32_t k_max_score = 1'000'000;
 
-std::string key_of(const spite_op_signature& s) {
-  // Decode and prefill may choose differently; the exact token count does not.
-  return std::to_string(s.op) + ":" + std::to_string(s.weight_dtype) + ":" + (s.rows > 1 ? "p" : "d") + ":" +
-         std::to_string(s.in) + ":" + std::to_string(s.out) + ":" + std::to_string(s.n_head) + ":" +
-         std::to_string(s.n_head_kv) + ":" + std::to_string(s.head_dim) + ":" + std::to_string(s.head_dim_v);
+dispatcher::choice_key key_of(const spite_op_signature& s) {
+  // Decode and prefill may choose differently; the exact token count does not. Numbers, not a
+  // string: every op of every step looks its choice up (a string of nine numbers cost a few heap
+  // allocations per op).
+  return {s.op, s.weight_dtype, s.rows > 1 ? 1 : 0, s.in, s.out, s.n_head, s.n_head_kv, s.head_dim, s.head_dim_v};
 }
 
 bool builtin_has(spite_op op) {
@@ -358,7 +358,7 @@ dispatch_choice dispatcher::decide(const spite_op_signature& sig) const {
 }
 
 const dispatch_choice& dispatcher::resolve(const spite_op_signature& sig) {
-  const std::string key = key_of(sig);
+  const choice_key key = key_of(sig);
   std::lock_guard lock(mutex_);
   auto it = cache_.find(key);
   if (it == cache_.end()) {

@@ -6,6 +6,7 @@
 // token count only matters as decode (1) versus prefill (> 1)).
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,9 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   // the libraries of its generation) alive.
   std::shared_ptr<const op_table> ops(const op_table& fallback = cpu_reference_ops());
 
+  // What a choice depends on (the op, its weights' type, decode or prefill, the shape).
+  using choice_key = std::array<std::int64_t, 9>;
+
   const kernel_set& kernels() const noexcept { return *set_; }
   const kernel_identity& identity() const noexcept { return who_; }
   const dispatch_target& target() const noexcept { return target_; }
@@ -74,7 +78,7 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   kernel_identity who_;
   dispatch_target target_;
   std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<dispatch_choice>> cache_;
+  std::map<choice_key, std::unique_ptr<dispatch_choice>> cache_;
 };
 
 // The arch directories whose code runs on a GPU of `arch`, best first: a CUDA sm_89 card runs
