@@ -529,32 +529,33 @@ SPITE_AVX2 inline void q4_K_end_block(q4_K_row_acc& a, bool gemm, const q4_K_x_t
 }
 
 // The GEMM rows' per-block terms of the packed Q4_K tiles for 4 activation rows x[0..3]: each
-// row's scale product d_w * d_x (ds) and its min terms of the block's 4 sub-block pairs, added
-// to acc_min in pair order (the order q4_K_add_pair gives them).
-SPITE_AVX2 inline void q4_K_gemm4_block_terms(const std::byte* blk, const gguf::block_q8_K* const* x, __m256* ds, __m256* acc_min) {
-  const auto* mn = reinterpret_cast<const std::uint8_t*>(blk + q4_K_packed_mins);
-  const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-  const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+// row's d_w * d_x (ds), dmin_w * d_x (dm) and activation sums per sub-block pair (as
+// q4_K_terms lays them out, each then broadcast by a load); add_min(j) adds pair j's min terms
+// to acc_min, called in pair order (the order q4_K_add_pair gives them).
+struct q4_K_gemm4_terms {
+  __m256 ds[4], dm[4];
+  alignas(32) std::int32_t pair_sums[4][8];
+  SPITE_AVX2 q4_K_gemm4_terms(const std::byte* blk, const gguf::block_q8_K* const* x) {
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
 #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    const __m256 xd = _mm256_set1_ps(x[k]->d);
-    ds[k] = _mm256_mul_ps(dw, xd);
-    // Sub-block pair j's activation sums as one int16 pair (sub-blocks 2j, 2j + 1) in lane
-    // j of the low half (j < 2) or j - 2 of the high half, as q4_K_terms lays them out.
-    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->bsums));
-    const __m256i pairs = _mm256_hadd_epi16(bs, bs);
-    const __m256 dm = _mm256_mul_ps(dmw, xd);
-    __m256 am = acc_min[k];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16 * j)));
-      const __m128i half = j < 2 ? _mm256_castsi256_si128(pairs) : _mm256_extracti128_si256(pairs, 1);
-      const __m256i pm = _mm256_madd_epi16(mins, _mm256_broadcastd_epi32(j % 2 == 0 ? half : _mm_srli_si128(half, 4)));
-      am = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), dm, am);
+    for (int k = 0; k < 4; ++k) {
+      const __m256 xd = _mm256_set1_ps(x[k]->d);
+      ds[k] = _mm256_mul_ps(dw, xd);
+      dm[k] = _mm256_mul_ps(dmw, xd);
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k]->bsums));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(pair_sums[k]), _mm256_hadd_epi16(bs, bs));
     }
-    acc_min[k] = am;
   }
-}
+  SPITE_AVX2 void add_min(const std::byte* blk, int j, __m256* acc_min) const {
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + q4_K_packed_mins + 16 * j)));
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m256i pm = _mm256_madd_epi16(mins, _mm256_set1_epi32(pair_sums[k][(j & 1) + 4 * (j >> 1)]));
+      acc_min[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), dm[k], acc_min[k]);
+    }
+  }
+};
 
 // The u8 scales of two sub-blocks (one per row, 8 bytes each) as int16 pairs (s, s) per int32
 // lane, row r in lane r, for madd: one load and one byte shuffle per sub-block (packed Q4_K

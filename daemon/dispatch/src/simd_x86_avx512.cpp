@@ -119,12 +119,13 @@ SPITE_AVX512 void q4_K_gemm4(const std::byte* group, std::int64_t nb, const gguf
     const gguf::block_q8_K* x[4];
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) x[k] = &xq[(t0 + k) * nb + b];
-    __m256 ds[4];
-    q4_K_gemm4_block_terms(blk, x, ds, acc_min);
+    const q4_K_gemm4_terms terms(blk, x);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) terms.add_min(blk, j, acc_min);
     for (int j = 0; j < 4; ++j) {
       const q4_K_pair p(blk, j);
 #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p.scaled_sums(*x[k], j, pick)), ds[k], acc[k]);
+      for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p.scaled_sums(*x[k], j, pick)), terms.ds[k], acc[k]);
     }
   }
 #pragma GCC unroll 4
