@@ -294,23 +294,27 @@ void matmul_iq4_xs(const weight& w, const float* x, std::int64_t n_tokens, float
 // tiles above is that no transposes are needed.
 
 struct iq4_nl_sums {
+  // Half h of a block: chunks 4h..4h + 3 (h = 0: the low nibbles of the 4 vectors, elements
+  // 4j..4j + 3; h = 1: the high ones, 16 + ...).
   template <int K>
-  SPITE_AVX2 static void block(const std::byte* blk, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, std::int64_t b,
-                               __m256i* sum) {
+  SPITE_AVX2 static void half(const std::byte* blk, const q8_0_batch& xb, std::int64_t nb, std::int64_t t0, std::int64_t b, int h,
+                              __m256i* sum) {
     const __m256i m = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m128i table128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::quants::iq::kvalues_iq4nl));
     const __m256i table = _mm256_set_m128i(table128, table128);
+    if (h == 0) {
 #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) sum[k] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {  // chunk j: elements 4j..4j+3 (j < 4: low nibbles), 16 + ... (high)
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * (j % 4)));
-      const __m256i q = _mm256_shuffle_epi8(table, j < 4 ? _mm256_and_si256(v, m) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+      for (int k = 0; k < K; ++k) sum[k] = _mm256_setzero_si256();
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * j));
+      const __m256i q = _mm256_shuffle_epi8(table, h == 0 ? _mm256_and_si256(v, m) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
       const __m256i magnitude = _mm256_sign_epi8(q, q);
 #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) {
         const std::int8_t* xq = xb.qs(static_cast<std::size_t>((t0 + k) * nb + b));
-        const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(load_u32(xq + (j < 4 ? 4 * j : 16 + 4 * (j - 4)))), q);
+        const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(load_u32(xq + 16 * h + 4 * j)), q);
         sum[k] = _mm256_add_epi32(sum[k], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, xs), ones));
         if constexpr (K > 1) __asm__("" : "+x"(sum[k]));  // the sums in order, not a spilled tree
       }
