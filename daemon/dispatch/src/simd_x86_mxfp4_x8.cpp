@@ -130,6 +130,25 @@ struct tile_block {
   const std::byte* quants() const { return span + x8_quants + x8_block_quants * j; }
 };
 
+// A block's products against K activation rows (x[k]: the block's activation quants of row k)
+// added to the lanes of its parity h, acc[k][h][lane] (one fma per lane with d_x * d_w).
+template <int K>
+SPITE_AVX2 inline void add_block(const tile_block<K>& blk, const std::int8_t* const* x, __m256i table, float (*acc)[2][8][8], std::size_t h) {
+#pragma GCC unroll 1
+  for (int i = 0; i < 4; ++i) {
+    const chunk_pair c(blk.quants(), i, table);
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) {
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        float* f = acc[k][h][i + 4 * half];
+        const __m256 l = _mm256_cvtepi32_ps(c.lane(half, x[k] + 4 * i + 16 * half));
+        _mm256_store_ps(f, _mm256_fmadd_ps(blk.d[k], l, _mm256_load_ps(f)));
+      }
+    }
+  }
+}
+
 // A tile's end: each activation row's lanes (two parities, in memory) added and finished.
 template <int K>
 SPITE_AVX2 inline void finish_tile(const float (*acc)[2][8][8], const std::byte* group, std::int64_t nb, const q8_0_batch& xb,
@@ -155,22 +174,11 @@ SPITE_AVX2 void tile(const std::byte* group, std::int64_t nb, const q8_0_batch& 
   alignas(32) float acc[K][2][8][8] = {};
   const std::int64_t paired = nb & ~std::int64_t{1};
   for (std::int64_t b = 0; b < paired; ++b) {
-    const auto h = static_cast<std::size_t>(b & 1);
     const tile_block<K> blk(group, b, nb, xb, t0, fetch);
-#pragma GCC unroll 1
-    for (int i = 0; i < 4; ++i) {
-      const chunk_pair c(blk.quants(), i, table);
+    const std::int8_t* x[K];
 #pragma GCC unroll 4
-      for (int k = 0; k < K; ++k) {
-        const std::int8_t* x = xb.qs(static_cast<std::size_t>((t0 + k) * nb + b));
-#pragma GCC unroll 2
-        for (int half = 0; half < 2; ++half) {
-          float* f = acc[k][h][i + 4 * half];
-          const __m256 l = _mm256_cvtepi32_ps(c.lane(half, x + 4 * i + 16 * half));
-          _mm256_store_ps(f, _mm256_fmadd_ps(blk.d[k], l, _mm256_load_ps(f)));
-        }
-      }
-    }
+    for (int k = 0; k < K; ++k) x[k] = xb.qs(static_cast<std::size_t>((t0 + k) * nb + b));
+    add_block<K>(blk, x, table, acc, static_cast<std::size_t>(b & 1));
   }
   finish_tile<K>(acc, group, nb, xb, t0, out, y8);
 }
@@ -188,21 +196,8 @@ SPITE_AVX2 void decode_pair(const std::byte* const* groups, std::int64_t nb, con
   const std::int64_t paired = nb & ~std::int64_t{1};
   const std::int8_t* x = xb.qs(static_cast<std::size_t>(t * nb));
   for (std::int64_t b = 0; b < paired; ++b, x += qk0) {
-    const auto h = static_cast<std::size_t>(b & 1);
 #pragma GCC unroll 2
-    for (int g = 0; g < 2; ++g) {
-      const tile_block<1> blk(groups[g], b, nb, xb, t, t == 0);
-#pragma GCC unroll 1
-      for (int i = 0; i < 4; ++i) {
-        const chunk_pair c(blk.quants(), i, table);
-#pragma GCC unroll 2
-        for (int half = 0; half < 2; ++half) {
-          float* f = acc[g][0][h][i + 4 * half];
-          const __m256 l = _mm256_cvtepi32_ps(c.lane(half, x + 4 * i + 16 * half));
-          _mm256_store_ps(f, _mm256_fmadd_ps(blk.d[0], l, _mm256_load_ps(f)));
-        }
-      }
-    }
+    for (int g = 0; g < 2; ++g) add_block<1>(tile_block<1>(groups[g], b, nb, xb, t, t == 0), &x, table, acc[g], static_cast<std::size_t>(b & 1));
   }
   for (int g = 0; g < 2; ++g) finish_tile<1>(acc[g], groups[g], nb, xb, t, out, y8[g]);
 }
