@@ -61,14 +61,17 @@ SPITE_AVX2 inline __m256i arrange_signs(__m256i natural) {
                                          11, 14, 15);
   return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(natural, words), _MM_SHUFFLE(3, 1, 2, 0));
 }
-// Sub-block ib's signs as 32 bytes for VPSIGNB, negative where an element is: its group bytes
-// spread, each byte's bit kept and 127 added (bit set: 128 or more, a negative byte; clear:
+// Sub-block ib's 4 group bytes each spread over its group's 8 elements; its signs as 32 bytes for
+// VPSIGNB, negative where an element is: its group bytes spread, each byte's bit kept and 127 added (bit set: 128 or more, a negative byte; clear:
 // 127), never zero.
-SPITE_AVX2 inline __m256i expand_signs(__m256i arranged, int ib) {
+SPITE_AVX2 inline __m256i spread_groups(__m256i arranged, int ib) {
   const auto g = static_cast<char>(2 * ib), h = static_cast<char>(2 * ib + 1);
-  const __m256i spread = _mm256_setr_epi8(g, g, g, g, g, g, g, g, h, h, h, h, h, h, h, h, g, g, g, g, g, g, g, g, h, h, h, h, h, h, h, h);
+  return _mm256_shuffle_epi8(arranged, _mm256_setr_epi8(g, g, g, g, g, g, g, g, h, h, h, h, h, h, h, h, g, g, g, g, g, g, g, g, h, h, h,
+                                                        h, h, h, h, h));
+}
+SPITE_AVX2 inline __m256i expand_signs(__m256i arranged, int ib) {
   const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
-  return _mm256_add_epi8(_mm256_and_si256(_mm256_shuffle_epi8(arranged, spread), bit), _mm256_set1_epi8(127));
+  return _mm256_add_epi8(_mm256_and_si256(spread_groups(arranged, ib), bit), _mm256_set1_epi8(127));
 }
 
 // 32 bytes of 7 sign bits each (ksigns_iq2xs's indices) with their 8th bit, which makes the
@@ -247,6 +250,40 @@ SPITE_AVX2 inline __m256i signed_pairs(__m256i w, __m256i x) {
   return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
 }
 
+// An IQ1_S super-block's grid indices, scales and delta terms, worked out for its 8 sub-blocks
+// at once in vectors (per sub-block they were some 20 scalar operations).
+struct iq1_s_decoder {
+  __m128i scale_words;  // word ib: sub-block ib's scale
+  __m256i delta;        // int16 pairs: the delta sign times the scale of sub-block j at 2j, 2j + 1
+  alignas(32) std::uint16_t index[32];  // the 11-bit grid index of each 8 elements
+  SPITE_AVX2 explicit iq1_s_decoder(const gguf::block_iq1_s& b) {
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
+    const __m128i scale = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
+    const __m128i negative = _mm_srai_epi16(qh, 15);
+    const __m128i signed_scale = _mm_sub_epi16(_mm_xor_si128(scale, negative), negative);
+    scale_words = scale;
+    delta = _mm256_set_m128i(_mm_unpackhi_epi16(signed_scale, signed_scale), _mm_unpacklo_epi16(signed_scale, signed_scale));
+    // Index 4 ib + k: qs[4 ib + k] and bits 3k..3k+2 of qh[ib] above it, each word's field
+    // multiplied up to bits 12..14 and shifted down to 8..10.
+    const __m256i both = _mm256_set_m128i(qh, qh);
+    const __m256i up = _mm256_setr_epi16(4096, 512, 64, 8, 4096, 512, 64, 8, 4096, 512, 64, 8, 4096, 512, 64, 8);
+    for (int h = 0; h < 2; ++h) {
+      const char w0 = static_cast<char>(8 * h), w1 = static_cast<char>(8 * h + 2), w2 = static_cast<char>(8 * h + 4),
+                 w3 = static_cast<char>(8 * h + 6);
+      const __m256i words = _mm256_shuffle_epi8(both, _mm256_setr_epi8(w0, w0 + 1, w0, w0 + 1, w0, w0 + 1, w0, w0 + 1, w1, w1 + 1, w1, w1 + 1,
+                                                                        w1, w1 + 1, w1, w1 + 1, w2, w2 + 1, w2, w2 + 1, w2, w2 + 1, w2, w2 + 1,
+                                                                        w3, w3 + 1, w3, w3 + 1, w3, w3 + 1, w3, w3 + 1));
+      const __m256i high = _mm256_srli_epi16(_mm256_and_si256(_mm256_mullo_epi16(words, up), _mm256_set1_epi16(0x7000)), 4);
+      const __m256i low = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * h)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(index + 16 * h), _mm256_or_si256(low, high));
+    }
+  }
+  SPITE_AVX2 __m256i grid(int ib) const {
+    const std::uint16_t* i = index + 4 * ib;
+    return grid64(gguf::quants::iq::iq1s_grid, i[0], i[1], i[2], i[3]);
+  }
+};
+
 // The reference's dot_iq1_s: lanes of grid . q times the per-32 scale, one fma per super-block,
 // the delta term from the activation sums in its own float chain.
 SPITE_AVX2 float dot_iq1_s(const gguf::block_iq1_s* x, const gguf::block_q8_K* y, std::int64_t nb) {
@@ -254,26 +291,71 @@ SPITE_AVX2 float dot_iq1_s(const gguf::block_iq1_s* x, const gguf::block_q8_K* y
   __m256 acc = _mm256_setzero_ps();
   float acc1 = 0.0f;
   for (std::int64_t i = 0; i < nb; ++i) {
+    const iq1_s_decoder decoder(x[i]);
+    const __m256i scales = _mm256_set_m128i(decoder.scale_words, decoder.scale_words);
     __m256i lanes = _mm256_setzero_si256();
-    int sumi1 = 0;
+#pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
-      std::uint16_t qh;
-      std::memcpy(&qh, &x[i].qh[ib], 2);
-      const std::uint8_t* q = x[i].qs + 4 * ib;
-      const int scale = 2 * ((qh >> 12) & 7) + 1;
-      const __m256i grid = grid64(iq::iq1s_grid, q[0] | ((qh << 8) & 0x700), q[1] | ((qh << 5) & 0x700),
-                                  q[2] | ((qh << 2) & 0x700), q[3] | ((qh >> 1) & 0x700));
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
-      lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(signed_pairs(grid, xv), _mm256_set1_epi16(static_cast<std::int16_t>(scale))));
-      const int delta_sign = (qh & 0x8000) != 0 ? -1 : 1;
-      sumi1 += (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]) * delta_sign * scale;
+      lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(signed_pairs(decoder.grid(ib), xv), scale_of(scales, ib)));
     }
+    const int sumi1 = iq1_s_delta_sum(decoder.delta, y[i]);
     const float d = y[i].d * _cvtsh_ss(x[i].d);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc);
     acc1 = std::fma(d, static_cast<float>(sumi1), acc1);
   }
   return std::fma(iq::iq1s_delta, acc1, reduce8_vec(acc));
 }
+
+// An IQ1_M super-block's grid indices, delta signs and scales, worked out for its 8 sub-blocks
+// at once in vectors.
+struct iq1_m_decoder {
+  __m256i deltas;       // the +1 / -1 of each 8 elements, as arrange_signs lays out sign bytes
+  __m256i scale_bytes;  // scale of sub-block ib's first 16 elements at byte 2 ib, its last 16's at 2 ib + 1 (both halves)
+  alignas(32) std::uint16_t index[32];  // the 11-bit grid index of each 8 elements
+  SPITE_AVX2 explicit iq1_m_decoder(const gguf::block_iq1_m& b) {
+    std::memcpy(&scale_words, b.scales, 8);
+    // Group 4 ib + k: qs[4 ib + k], and nibble k % 2 of qh[2 ib + k / 2] (its bits 0-2 above the
+    // index, bit 3 the delta's sign), each nibble multiplied up to bits 8-11.
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
+    const __m256i up = _mm256_setr_epi16(256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16);
+    __m256i negative[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m128i bytes = h == 0 ? qh : _mm_srli_si128(qh, 8);
+      const __m256i nibbles = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(bytes, bytes)), up);
+      const __m256i low = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * h)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(index + 16 * h), _mm256_or_si256(low, _mm256_and_si256(nibbles, _mm256_set1_epi16(0x700))));
+      negative[h] = _mm256_or_si256(_mm256_srai_epi16(_mm256_slli_epi16(nibbles, 4), 15), _mm256_set1_epi16(1));
+    }
+    deltas = arrange_signs(_mm256_permute4x64_epi64(_mm256_packs_epi16(negative[0], negative[1]), _MM_SHUFFLE(3, 1, 2, 0)));
+    // Scale v = 2 ib + half: bits 3 (v % 4) .. + 2 of the v / 4-th 16-bit word, moved up to 12-14.
+    const __m256i words = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(scale_words)),
+                                              _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
+    const __m256i three = _mm256_srli_epi16(
+        _mm256_and_si256(_mm256_mullo_epi16(words, _mm256_setr_epi16(4096, 512, 64, 8, 4096, 512, 64, 8, 4096, 512, 64, 8, 4096, 512, 64, 8)),
+                         _mm256_set1_epi16(0x7000)),
+        12);
+    const __m256i odd = _mm256_or_si256(_mm256_add_epi16(three, three), _mm256_set1_epi16(1));
+    const __m128i packed = _mm_packus_epi16(_mm256_castsi256_si128(odd), _mm256_extracti128_si256(odd, 1));
+    scale_bytes = _mm256_set_m128i(packed, packed);
+  }
+  std::uint64_t scale_words;  // the 4 16-bit words of scales: 3-bit scales, the fp16 scale's nibbles on top
+  SPITE_AVX2 float d() const {
+    const auto word = [&](int k) { return static_cast<std::uint32_t>(scale_words >> (16 * k)) & 0xFFFF; };
+    return _cvtsh_ss(static_cast<std::uint16_t>((word(0) >> 12) | ((word(1) >> 8) & 0x00f0) | ((word(2) >> 4) & 0x0f00) | (word(3) & 0xf000)));
+  }
+  SPITE_AVX2 __m256i grid(int ib) const {
+    const std::uint16_t* i = index + 4 * ib;
+    return grid64(gguf::quants::iq::iq1s_grid, i[0], i[1], i[2], i[3]);
+  }
+  SPITE_AVX2 __m256i delta(int ib) const { return spread_groups(deltas, ib); }
+  // int16 scales: the first 16 elements' in the low half, the last 16's in the high half.
+  SPITE_AVX2 __m256i scales(int ib) const {
+    const auto lo = static_cast<char>(2 * ib), hi = static_cast<char>(2 * ib + 1), z = static_cast<char>(0x80);
+    return _mm256_shuffle_epi8(scale_bytes, _mm256_setr_epi8(lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, hi, z, hi, z, hi, z,
+                                                             hi, z, hi, z, hi, z, hi, z, hi, z));
+  }
+};
 
 // The reference's dot_iq1_m: grid lanes and delta lanes (+-1 per 8 elements), each with the
 // per-16 scales and its own fma per super-block.
@@ -282,25 +364,16 @@ SPITE_AVX2 float dot_iq1_m(const gguf::block_iq1_m* x, const gguf::block_q8_K* y
   const __m256i plus = _mm256_set1_epi8(1);
   __m256 acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps();
   for (std::int64_t i = 0; i < nb; ++i) {
-    std::uint16_t sc[4];
-    std::memcpy(sc, x[i].scales, 8);
+    const iq1_m_decoder decoder(x[i]);
     __m256i lanes1 = _mm256_setzero_si256(), lanes2 = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
-      const int shift = 6 * (ib % 2);
-      const __m256i scales = halves(2 * ((sc[ib / 2] >> shift) & 7) + 1, 2 * ((sc[ib / 2] >> (shift + 3)) & 7) + 1);
-      const std::uint8_t* q = x[i].qs + 4 * ib;
-      const int h0 = x[i].qh[2 * ib], h1 = x[i].qh[2 * ib + 1];
-      const __m256i grid = grid64(iq::iq1s_grid, q[0] | ((h0 << 8) & 0x700), q[1] | ((h0 << 4) & 0x700),
-                                  q[2] | ((h1 << 8) & 0x700), q[3] | ((h1 << 4) & 0x700));
-      const auto delta = [](int nibble) { return static_cast<long long>((nibble & 8) != 0 ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull); };
-      const __m256i signs = _mm256_setr_epi64x(delta(h0), delta(h0 >> 4), delta(h1), delta(h1 >> 4));
+      const __m256i scales = decoder.scales(ib);
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
-      lanes1 = _mm256_add_epi32(lanes1, _mm256_madd_epi16(signed_pairs(grid, xv), scales));
-      lanes2 = _mm256_add_epi32(lanes2, _mm256_madd_epi16(_mm256_maddubs_epi16(plus, _mm256_sign_epi8(xv, signs)), scales));
+      lanes1 = _mm256_add_epi32(lanes1, _mm256_madd_epi16(signed_pairs(decoder.grid(ib), xv), scales));
+      lanes2 = _mm256_add_epi32(lanes2, _mm256_madd_epi16(_mm256_maddubs_epi16(plus, _mm256_sign_epi8(xv, decoder.delta(ib))), scales));
     }
-    const std::uint16_t scale_bits =
-        static_cast<std::uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-    const __m256 d = _mm256_set1_ps(y[i].d * _cvtsh_ss(scale_bits));
+    const __m256 d = _mm256_set1_ps(y[i].d * decoder.d());
     acc1 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes1), acc1);
     acc2 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes2), acc2);
   }
@@ -481,19 +554,11 @@ struct iq1_s_rows {
     float d;
   };
   SPITE_AVX2 static void decode(const block& b, decoded& r) {
-    namespace iq = gguf::quants::iq;
-    alignas(32) std::int16_t delta[16];
-    for (int ib = 0; ib < 8; ++ib) {
-      std::uint16_t qh;
-      std::memcpy(&qh, &b.qh[ib], 2);
-      const std::uint8_t* q = b.qs + 4 * ib;
-      const int scale = 2 * ((qh >> 12) & 7) + 1;
-      r.grid[ib] = grid64(iq::iq1s_grid, q[0] | ((qh << 8) & 0x700), q[1] | ((qh << 5) & 0x700), q[2] | ((qh << 2) & 0x700),
-                          q[3] | ((qh >> 1) & 0x700));
-      r.scale[ib] = static_cast<std::int16_t>(scale);
-      delta[2 * ib] = delta[2 * ib + 1] = static_cast<std::int16_t>((qh & 0x8000) != 0 ? -scale : scale);
-    }
-    r.delta = _mm256_load_si256(reinterpret_cast<const __m256i*>(delta));
+    const iq1_s_decoder decoder(b);
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) r.grid[ib] = decoder.grid(ib);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(r.scale), decoder.scale_words);
+    r.delta = decoder.delta;
     r.d = _cvtsh_ss(b.d);
   }
   template <int K>
@@ -542,22 +607,14 @@ struct iq1_m_rows {
     float d;
   };
   SPITE_AVX2 static void decode(const block& b, decoded& r) {
-    namespace iq = gguf::quants::iq;
-    std::uint16_t sc[4];
-    std::memcpy(sc, b.scales, 8);
+    const iq1_m_decoder decoder(b);
+#pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
-      const int shift = 6 * (ib % 2);
-      r.scales[ib] = halves(2 * ((sc[ib / 2] >> shift) & 7) + 1, 2 * ((sc[ib / 2] >> (shift + 3)) & 7) + 1);
-      const std::uint8_t* q = b.qs + 4 * ib;
-      const int h0 = b.qh[2 * ib], h1 = b.qh[2 * ib + 1];
-      r.grid[ib] = grid64(iq::iq1s_grid, q[0] | ((h0 << 8) & 0x700), q[1] | ((h0 << 4) & 0x700), q[2] | ((h1 << 8) & 0x700),
-                          q[3] | ((h1 << 4) & 0x700));
-      const auto delta = [](int nibble) { return static_cast<long long>((nibble & 8) != 0 ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull); };
-      r.delta[ib] = _mm256_setr_epi64x(delta(h0), delta(h0 >> 4), delta(h1), delta(h1 >> 4));
+      r.scales[ib] = decoder.scales(ib);
+      r.grid[ib] = decoder.grid(ib);
+      r.delta[ib] = decoder.delta(ib);
     }
-    const std::uint16_t scale_bits =
-        static_cast<std::uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-    r.d = _cvtsh_ss(scale_bits);
+    r.d = decoder.d();
   }
   template <int K>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
