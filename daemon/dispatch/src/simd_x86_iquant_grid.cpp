@@ -471,13 +471,24 @@ void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, floa
   quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   if (fast != nullptr) return fast(w, xq.data(), n_tokens, y, pool);
   pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
-    aligned_vector<typename R::decoded> r(static_cast<std::size_t>(nb));
-    for (std::int64_t o = begin; o < end; ++o) {
-      const auto* row = reinterpret_cast<const typename R::block*>(w.row(o));
-      for (std::int64_t i = 0; i < nb; ++i) R::decode(row[i], r[static_cast<std::size_t>(i)]);
+    aligned_vector<typename R::decoded> r(static_cast<std::size_t>(nb * R::rows));
+    for (std::int64_t o = begin; o < end;) {
+      const std::int64_t m = std::min<std::int64_t>(R::rows, end - o);
+      for (std::int64_t j = 0; j < m; ++j) {
+        const auto* row = reinterpret_cast<const typename R::block*>(w.row(o + j));
+        for (std::int64_t i = 0; i < nb; ++i) R::decode(row[i], r[static_cast<std::size_t>(j * nb + i)]);
+      }
       std::int64_t t = 0;
-      for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile>(r.data(), xq.data(), nb, t, w.out, o, y);
-      for (; t < n_tokens; ++t) R::template dot<1>(r.data(), xq.data(), nb, t, w.out, o, y);
+      if (m == 2) {
+        if constexpr (R::rows == 2) {
+          for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile, 2>(r.data(), xq.data(), nb, t, w.out, o, y);
+          for (; t < n_tokens; ++t) R::template dot<1, 2>(r.data(), xq.data(), nb, t, w.out, o, y);
+        }
+      } else {
+        for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile, 1>(r.data(), xq.data(), nb, t, w.out, o, y);
+        for (; t < n_tokens; ++t) R::template dot<1, 1>(r.data(), xq.data(), nb, t, w.out, o, y);
+      }
+      o += m;
     }
   });
 }
@@ -485,168 +496,245 @@ void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, floa
 // The dot of decoded rows whose super-block is one set of 8 int32 lanes: R::lanes(r, c, x) adds
 // sub-block c's products, R::adjust the super-block's other integer terms, R::post scales the
 // result.
-template <class R, int K>
+template <class R, int K, int Rows>
 SPITE_AVX2 void lanes_dot(const typename R::decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
                           std::int64_t out, std::int64_t o, float* y) {
-  __m256 acc[K];
+  __m256 acc[Rows][K];
+#pragma GCC unroll 2
+  for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+    for (int k = 0; k < K; ++k) acc[j][k] = _mm256_setzero_ps();
+  }
   for (std::int64_t i = 0; i < nb; ++i) {
-    __m256i lanes[K];
+    __m256i lanes[Rows][K];
+#pragma GCC unroll 2
+    for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
+      for (int k = 0; k < K; ++k) lanes[j][k] = _mm256_setzero_si256();
+    }
     for (int c = 0; c < 8; ++c) {
 #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * c));
-        lanes[k] = _mm256_add_epi32(lanes[k], R::lanes(r[i], c, xv));
-        if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));  // the sums in order, not a spilled tree
+#pragma GCC unroll 2
+        for (int j = 0; j < Rows; ++j) {
+          lanes[j][k] = _mm256_add_epi32(lanes[j][k], R::lanes(r[j * nb + i], c, xv));
+          if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes[j][k]));  // the sums in order, not a spilled tree
+        }
       }
     }
+#pragma GCC unroll 2
+    for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) {
-      const gguf::block_q8_K& x = xq[(t0 + k) * nb + i];
-      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * r[i].d), _mm256_cvtepi32_ps(R::adjust(x, lanes[k])), acc[k]);
+      for (int k = 0; k < K; ++k) {
+        const gguf::block_q8_K& x = xq[(t0 + k) * nb + i];
+        const typename R::decoded& d = r[j * nb + i];
+        acc[j][k] = _mm256_fmadd_ps(_mm256_set1_ps(x.d * d.d), _mm256_cvtepi32_ps(R::adjust(d, x, lanes[j][k])), acc[j][k]);
+      }
     }
   }
+#pragma GCC unroll 2
+  for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = R::post * reduce8_vec(acc[k]);
+    for (int k = 0; k < K; ++k) y[(t0 + k) * out + o + j] = R::post * reduce8_vec(acc[j][k]);
+  }
 }
 
+// Each row's grid bytes are stored with their signs (so no sign move per activation row) and
+// multiplied with the activations + 128 as unsigned bytes: VPMADDUBSW's pairs stay below 2^15
+// (2 x 255 x 62), and the lanes' excess, 128 x the row's own lanes, is worked out once per row
+// and taken off per super-block. The same integers, with VPMADDUBSW and VPMADDWD alone on the
+// multiply pipes.
 template <class D>
 struct grid_rows {
   using block = typename D::block;
-  static constexpr int tile = 4;
+  static constexpr int tile = 4, rows = 2;
   static constexpr float post = D::post;
   struct decoded {
-    __m256i grid[8], signs[8], scales[8];
+    __m256i grid[8], scales[8];  // signed grid bytes, int16 scales
+    __m256i excess;              // the lanes of 128 x the row
     float d;
   };
   SPITE_AVX2 static void decode(const block& b, decoded& r) {
     const D decoder(b);
+    __m256i excess = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
       const sub_block sb = decoder.decode(ib);
-      r.grid[ib] = sb.grid;
-      r.signs[ib] = sb.signs;
+      r.grid[ib] = _mm256_sign_epi8(sb.grid, sb.signs);
       r.scales[ib] = sb.scales;
+      excess = _mm256_add_epi32(excess, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(0x80)), r.grid[ib]), sb.scales));
     }
+    r.excess = excess;
     r.d = _cvtsh_ss(b.d);
   }
   SPITE_AVX2 static __m256i lanes(const decoded& r, int ib, __m256i x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(r.grid[ib], _mm256_sign_epi8(x, r.signs[ib])), r.scales[ib]);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_xor_si256(x, _mm256_set1_epi8(static_cast<char>(0x80))), r.grid[ib]), r.scales[ib]);
   }
-  SPITE_AVX2 static __m256i adjust(const gguf::block_q8_K&, __m256i lanes) { return lanes; }
-  template <int K>
+  SPITE_AVX2 static __m256i adjust(const decoded& r, const gguf::block_q8_K&, __m256i lanes) { return _mm256_sub_epi32(lanes, r.excess); }
+  template <int K, int Rows>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
                              std::int64_t o, float* y) {
-    lanes_dot<grid_rows, K>(r, xq, nb, t0, out, o, y);
+    lanes_dot<grid_rows, K, Rows>(r, xq, nb, t0, out, o, y);
   }
 };
 
+// The IQ1 rows as the grid rows above: signed values multiplied with the activations + 128, the
+// excess taken off per super-block, two rows per pass over the activation rows.
+SPITE_AVX2 inline __m256i unsigned_activations(const gguf::block_q8_K& x, int ib) {
+  return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * ib)), _mm256_set1_epi8(static_cast<char>(0x80)));
+}
+// The lanes of 128 x w (signed bytes) with int16 scales.
+SPITE_AVX2 inline __m256i excess_lanes(__m256i w, __m256i scales) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(0x80)), w), scales);
+}
+
 struct iq1_s_rows {
   using block = gguf::block_iq1_s;
-  static constexpr int tile = 4;
+  static constexpr int tile = 4, rows = 2;
   struct decoded {
-    __m256i grid[8];  // -1, 0, 1 per element
-    __m256i delta;    // int16 pairs: the delta sign times the scale of sub-block j at 2j, 2j + 1
-    std::int16_t scale[8];
+    __m256i grid[8], scales[8];  // -1, 0, 1 per element; int16 scales
+    __m256i excess;              // the lanes of 128 x the grid values
+    __m256i delta;               // int16 pairs: the delta sign times the scale of sub-block j at 2j, 2j + 1
     float d;
   };
   SPITE_AVX2 static void decode(const block& b, decoded& r) {
     const iq1_s_decoder decoder(b);
+    const __m256i scales = _mm256_set_m128i(decoder.scale_words, decoder.scale_words);
+    __m256i excess = _mm256_setzero_si256();
 #pragma GCC unroll 8
-    for (int ib = 0; ib < 8; ++ib) r.grid[ib] = decoder.grid(ib);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(r.scale), decoder.scale_words);
+    for (int ib = 0; ib < 8; ++ib) {
+      r.grid[ib] = decoder.grid(ib);
+      r.scales[ib] = scale_of(scales, ib);
+      excess = _mm256_add_epi32(excess, excess_lanes(r.grid[ib], r.scales[ib]));
+    }
+    r.excess = excess;
     r.delta = decoder.delta;
     r.d = _cvtsh_ss(b.d);
   }
-  template <int K>
+  template <int K, int Rows>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
                              std::int64_t o, float* y) {
-    __m256 acc[K];
-    float acc1[K];
-#pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) {
-      acc[k] = _mm256_setzero_ps();
-      acc1[k] = 0.0f;
-    }
-    for (std::int64_t i = 0; i < nb; ++i) {
-      __m256i lanes[K];
-#pragma GCC unroll 8
-      for (int k = 0; k < K; ++k) lanes[k] = _mm256_setzero_si256();
-      for (int ib = 0; ib < 8; ++ib) {
-        const __m256i grid = r[i].grid[ib], magnitude = _mm256_sign_epi8(grid, grid);
-        const __m256i scale = _mm256_set1_epi16(r[i].scale[ib]);
-#pragma GCC unroll 8
-        for (int k = 0; k < K; ++k) {
-          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * ib));
-          lanes[k] = _mm256_add_epi32(lanes[k], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv, grid)), scale));
-          if constexpr (K > 1) __asm__("" : "+x"(lanes[k]));
-        }
-      }
+    __m256 acc[Rows][K];
+    float acc1[Rows][K];
+#pragma GCC unroll 2
+    for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) {
-        const gguf::block_q8_K& x = xq[(t0 + k) * nb + i];
-        const float d = x.d * r[i].d;
-        acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes[k]), acc[k]);
-        const int sumi1 = iq1_s_delta_sum(r[i].delta, x);
-        acc1[k] = std::fma(d, static_cast<float>(sumi1), acc1[k]);
+        acc[j][k] = _mm256_setzero_ps();
+        acc1[j][k] = 0.0f;
       }
     }
+    for (std::int64_t i = 0; i < nb; ++i) {
+      __m256i lanes[Rows][K];
+#pragma GCC unroll 2
+      for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) y[(t0 + k) * out + o] = std::fma(gguf::quants::iq::iq1s_delta, acc1[k], reduce8_vec(acc[k]));
+        for (int k = 0; k < K; ++k) lanes[j][k] = _mm256_setzero_si256();
+      }
+      for (int ib = 0; ib < 8; ++ib) {
+#pragma GCC unroll 8
+        for (int k = 0; k < K; ++k) {
+          const __m256i xv = unsigned_activations(xq[(t0 + k) * nb + i], ib);
+#pragma GCC unroll 2
+          for (int j = 0; j < Rows; ++j) {
+            const decoded& d = r[j * nb + i];
+            lanes[j][k] = _mm256_add_epi32(lanes[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, d.grid[ib]), d.scales[ib]));
+            if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes[j][k]));
+          }
+        }
+      }
+#pragma GCC unroll 2
+      for (int j = 0; j < Rows; ++j) {
+#pragma GCC unroll 8
+        for (int k = 0; k < K; ++k) {
+          const gguf::block_q8_K& x = xq[(t0 + k) * nb + i];
+          const decoded& dr = r[j * nb + i];
+          const float d = x.d * dr.d;
+          acc[j][k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes[j][k], dr.excess)), acc[j][k]);
+          acc1[j][k] = std::fma(d, static_cast<float>(iq1_s_delta_sum(dr.delta, x)), acc1[j][k]);
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < Rows; ++j) {
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) {
+        y[(t0 + k) * out + o + j] = std::fma(gguf::quants::iq::iq1s_delta, acc1[j][k], reduce8_vec(acc[j][k]));
+      }
+    }
   }
 };
 
 struct iq1_m_rows {
   using block = gguf::block_iq1_m;
-  static constexpr int tile = 2;
+  static constexpr int tile = 2, rows = 2;
   struct decoded {
     __m256i grid[8], delta[8], scales[8];  // grid -1, 0, 1; delta +-1 per 8 elements; per-16 scales
+    __m256i excess_grid, excess_delta;     // the lanes of 128 x each
     float d;
   };
   SPITE_AVX2 static void decode(const block& b, decoded& r) {
     const iq1_m_decoder decoder(b);
+    __m256i excess_grid = _mm256_setzero_si256(), excess_delta = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
       r.scales[ib] = decoder.scales(ib);
       r.grid[ib] = decoder.grid(ib);
       r.delta[ib] = decoder.delta(ib);
+      excess_grid = _mm256_add_epi32(excess_grid, excess_lanes(r.grid[ib], r.scales[ib]));
+      excess_delta = _mm256_add_epi32(excess_delta, excess_lanes(r.delta[ib], r.scales[ib]));
     }
+    r.excess_grid = excess_grid;
+    r.excess_delta = excess_delta;
     r.d = decoder.d();
   }
-  template <int K>
+  template <int K, int Rows>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
                              std::int64_t o, float* y) {
-    const __m256i plus = _mm256_set1_epi8(1);
-    __m256 acc1[K], acc2[K];
+    __m256 acc1[Rows][K], acc2[Rows][K];
+#pragma GCC unroll 2
+    for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) acc1[k] = acc2[k] = _mm256_setzero_ps();
+      for (int k = 0; k < K; ++k) acc1[j][k] = acc2[j][k] = _mm256_setzero_ps();
+    }
     for (std::int64_t i = 0; i < nb; ++i) {
-      __m256i lanes1[K], lanes2[K];
+      __m256i lanes1[Rows][K], lanes2[Rows][K];
+#pragma GCC unroll 2
+      for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
-      for (int k = 0; k < K; ++k) lanes1[k] = lanes2[k] = _mm256_setzero_si256();
+        for (int k = 0; k < K; ++k) lanes1[j][k] = lanes2[j][k] = _mm256_setzero_si256();
+      }
       for (int ib = 0; ib < 8; ++ib) {
-        const __m256i grid = r[i].grid[ib], magnitude = _mm256_sign_epi8(grid, grid);
 #pragma GCC unroll 8
         for (int k = 0; k < K; ++k) {
-          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * ib));
-          lanes1[k] = _mm256_add_epi32(lanes1[k], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv, grid)), r[i].scales[ib]));
-          lanes2[k] = _mm256_add_epi32(lanes2[k], _mm256_madd_epi16(_mm256_maddubs_epi16(plus, _mm256_sign_epi8(xv, r[i].delta[ib])), r[i].scales[ib]));
-          if constexpr (K > 1) __asm__("" : "+x"(lanes1[k]), "+x"(lanes2[k]));
+          const __m256i xv = unsigned_activations(xq[(t0 + k) * nb + i], ib);
+#pragma GCC unroll 2
+          for (int j = 0; j < Rows; ++j) {
+            const decoded& d = r[j * nb + i];
+            lanes1[j][k] = _mm256_add_epi32(lanes1[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, d.grid[ib]), d.scales[ib]));
+            lanes2[j][k] = _mm256_add_epi32(lanes2[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, d.delta[ib]), d.scales[ib]));
+            if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes1[j][k]), "+x"(lanes2[j][k]));
+          }
         }
       }
+#pragma GCC unroll 2
+      for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
-      for (int k = 0; k < K; ++k) {
-        const __m256 d = _mm256_set1_ps(xq[(t0 + k) * nb + i].d * r[i].d);
-        acc1[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes1[k]), acc1[k]);
-        acc2[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes2[k]), acc2[k]);
+        for (int k = 0; k < K; ++k) {
+          const decoded& dr = r[j * nb + i];
+          const __m256 d = _mm256_set1_ps(xq[(t0 + k) * nb + i].d * dr.d);
+          acc1[j][k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes1[j][k], dr.excess_grid)), acc1[j][k]);
+          acc2[j][k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes2[j][k], dr.excess_delta)), acc2[j][k]);
+        }
       }
     }
+#pragma GCC unroll 2
+    for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) {
-      y[(t0 + k) * out + o] = std::fma(gguf::quants::iq::iq1m_delta, reduce8_vec(acc2[k]), reduce8_vec(acc1[k]));
+      for (int k = 0; k < K; ++k) {
+        y[(t0 + k) * out + o + j] = std::fma(gguf::quants::iq::iq1m_delta, reduce8_vec(acc2[j][k]), reduce8_vec(acc1[j][k]));
+      }
     }
   }
 };
@@ -654,7 +742,7 @@ struct iq1_m_rows {
 template <class Digits>
 struct ternary_rows {
   using block = typename Digits::block;
-  static constexpr int tile = 4;
+  static constexpr int tile = 4, rows = 2;
   static constexpr float post = 1.0f;
   struct decoded {
     __m256i digits[8];  // 0..2 per element
@@ -666,13 +754,13 @@ struct ternary_rows {
   }
   SPITE_AVX2 static __m256i lanes(const decoded& r, int c, __m256i x) { return dot_lanes(r.digits[c], x); }
   // Digits 0..2 are the ternary values plus one: the activation sums come off.
-  SPITE_AVX2 static __m256i adjust(const gguf::block_q8_K& x, __m256i lanes) {
+  SPITE_AVX2 static __m256i adjust(const decoded&, const gguf::block_q8_K& x, __m256i lanes) {
     return _mm256_sub_epi32(lanes, ternary_sub_block_sums(x));
   }
-  template <int K>
+  template <int K, int Rows>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
                              std::int64_t o, float* y) {
-    lanes_dot<ternary_rows, K>(r, xq, nb, t0, out, o, y);
+    lanes_dot<ternary_rows, K, Rows>(r, xq, nb, t0, out, o, y);
   }
 };
 
