@@ -271,9 +271,14 @@ struct iq1_s_rows {
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
                              std::int64_t o, float* y) {
     __m256 acc[Rows][K];
-    float acc1[Rows][K];
+    // The delta chains of 4 activation rows as one register's lanes per weight row, their
+    // integers made together (iq1_s_delta_sums4), as the AVX-512 batches do; else one by one.
+    constexpr bool delta4 = K == 4;
+    alignas(16) float acc1[Rows][K];
+    __m128 delta_chains[Rows];
 #pragma GCC unroll 2
     for (int j = 0; j < Rows; ++j) {
+      delta_chains[j] = _mm_setzero_ps();
 #pragma GCC unroll 8
       for (int k = 0; k < K; ++k) {
         acc[j][k] = _mm256_setzero_ps();
@@ -307,9 +312,25 @@ struct iq1_s_rows {
           const decoded& dr = r[j * nb + i];
           const float d = x.d * dr.d;
           acc[j][k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes[j][k], dr.excess)), acc[j][k]);
-          acc1[j][k] = std::fma(d, static_cast<float>(iq1_s_delta_sum(dr.delta, x)), acc1[j][k]);
+          if constexpr (!delta4) acc1[j][k] = std::fma(d, static_cast<float>(iq1_s_delta_sum(dr.delta, x)), acc1[j][k]);
         }
       }
+      if constexpr (delta4) {
+        __m256i bsums[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) bsums[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].bsums));
+        const __m128 dx = _mm_setr_ps(xq[t0 * nb + i].d, xq[(t0 + 1) * nb + i].d, xq[(t0 + 2) * nb + i].d, xq[(t0 + 3) * nb + i].d);
+#pragma GCC unroll 2
+        for (int j = 0; j < Rows; ++j) {
+          const decoded& dr = r[j * nb + i];
+          const __m128 d = _mm_mul_ps(dx, _mm_set1_ps(dr.d));
+          delta_chains[j] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(iq1_s_delta_sums4(dr.delta, bsums)), delta_chains[j]);
+        }
+      }
+    }
+    if constexpr (delta4) {
+#pragma GCC unroll 2
+      for (int j = 0; j < Rows; ++j) _mm_store_ps(acc1[j], delta_chains[j]);
     }
 #pragma GCC unroll 2
     for (int j = 0; j < Rows; ++j) {
