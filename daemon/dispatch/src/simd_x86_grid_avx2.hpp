@@ -55,27 +55,29 @@ SPITE_AVX2 inline __m256i arrange_signs(__m256i natural) {
                                          11, 14, 15);
   return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(natural, words), _MM_SHUFFLE(3, 1, 2, 0));
 }
-// Sub-block ib's 4 group bytes each spread over its group's 8 elements; its signs as 32 bytes for
-// VPSIGNB, negative where an element is: its group bytes spread, each byte's bit kept and 127 added (bit set: 128 or more, a negative byte; clear:
-// 127), never zero.
+// Sub-block ib's 4 group bytes (as arrange_signs lays them out), each spread over its group's 8
+// elements.
 SPITE_AVX2 inline __m256i spread_groups(__m256i arranged, int ib) {
   const auto g = static_cast<char>(2 * ib), h = static_cast<char>(2 * ib + 1);
   return _mm256_shuffle_epi8(arranged, _mm256_setr_epi8(g, g, g, g, g, g, g, g, h, h, h, h, h, h, h, h, g, g, g, g, g, g, g, g, h, h, h,
                                                         h, h, h, h, h));
 }
+// Sub-block ib's signs as 32 bytes for VPSIGNB, negative where an element is: its group bytes
+// spread, each byte's own bit kept and 127 added (set: 128 or more, a negative byte; clear: 127),
+// never zero.
 SPITE_AVX2 inline __m256i expand_signs(__m256i arranged, int ib) {
   const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
   return _mm256_add_epi8(_mm256_and_si256(spread_groups(arranged, ib), bit), _mm256_set1_epi8(127));
 }
 
 // 32 bytes of 7 sign bits each (ksigns_iq2xs's indices) with their 8th bit, which makes the
-// count of negatives even: the parity of the low and the high nibble looked up and combined.
+// count of negatives even: the parity of the low and the high nibble looked up and combined
+// (the bytes' top bits are clear, so the shuffle takes the low nibble without a mask).
 SPITE_AVX2 inline __m256i with_parity(__m256i seven) {
   const __m256i parity = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0, -128, -128, 0,
                                           -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i lo = _mm256_and_si256(seven, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(seven, 4), nibble);
-  return _mm256_or_si256(seven, _mm256_xor_si256(_mm256_shuffle_epi8(parity, lo), _mm256_shuffle_epi8(parity, hi)));
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(seven, 4), _mm256_set1_epi8(0x0F));
+  return _mm256_or_si256(seven, _mm256_xor_si256(_mm256_shuffle_epi8(parity, seven), _mm256_shuffle_epi8(parity, hi)));
 }
 
 // The 7-bit sign indices at bits 0, 7, 14 and 21 of each of 8 words (IQ2_XXS's and IQ3_XXS's
