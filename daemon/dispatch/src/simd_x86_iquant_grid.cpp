@@ -108,10 +108,26 @@ SPITE_AVX2 float dot_ternary(const typename D::block* x, const gguf::block_q8_K*
 // kernels' integers and fmas. Decoding per activation row (grid lookups and sign tables, scalar
 // loads) cost more than the products themselves.
 
-// R::decoded holds a super-block decoded (vectors and its weight scale), R::dot<K> multiplies
-// decoded rows by K activation rows; K is R::tile (4, or 2 for IQ1_M's 4 accumulators per row)
-// or 1. Fewer than `decoded_from` activation rows take the decode kernel `Dot`: one row, and for
-// TQ2_0, whose digits are two shifts and a mask, up to three. Two and three rows decoded once
+// What a batch's dots need of the activation rows besides their quants, made once per matmul:
+// R::activations where R has it (IQ1_M's sums of four), else nothing.
+struct no_activations {
+  no_activations(const gguf::block_q8_K*, std::int64_t, std::int64_t) {}
+};
+template <class R>
+struct activations_of {
+  using type = no_activations;
+};
+template <class R>
+  requires requires { typename R::activations; }
+struct activations_of<R> {
+  using type = typename R::activations;
+};
+
+// R::decoded holds a super-block decoded (vectors and its weight scale), R::dot<K, Rows>
+// multiplies Rows decoded rows (R::rows at a time, so that each activation load serves both,
+// and 1 for the last) by K activation rows; K is R::tile (4) or 1. Fewer than `decoded_from`
+// activation rows take the decode kernel `Dot`: one row, and for TQ2_0, whose digits are two
+// shifts and a mask, up to three. Two and three rows decoded once
 // each (where each took the decode kernel until 2026-12-06), `--matmul T:2048:2048 -t 1` from the
 // caches, Zen 3: IQ2_XXS 729 / 1058 -> 572 / 713 us, IQ2_S 965 / 1444 -> 748 / 853, IQ3_S 1524 /
 // 2290 -> 926 / 1029, IQ1_M 1553 / 2338 -> 1041 / 1238, TQ1_0 528 / 791 -> 361 / 434; TQ2_0 200 /
@@ -125,6 +141,7 @@ void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, floa
   std::vector<gguf::block_q8_K> xq;
   quantize_tokens_q8_K(x, w.in, n_tokens, xq, pool);
   if (fast != nullptr) return fast(w, xq.data(), n_tokens, y, pool);
+  const typename activations_of<R>::type acts(xq.data(), nb, n_tokens);
   pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
     aligned_vector<typename R::decoded> r(static_cast<std::size_t>(nb * R::rows));
     for (std::int64_t o = begin; o < end;) {
@@ -136,12 +153,12 @@ void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, floa
       std::int64_t t = 0;
       if (m == 2) {
         if constexpr (R::rows == 2) {
-          for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile, 2>(r.data(), xq.data(), nb, t, w.out, o, y);
-          for (; t < n_tokens; ++t) R::template dot<1, 2>(r.data(), xq.data(), nb, t, w.out, o, y);
+          for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile, 2>(r.data(), xq.data(), nb, t, w.out, o, y, acts);
+          for (; t < n_tokens; ++t) R::template dot<1, 2>(r.data(), xq.data(), nb, t, w.out, o, y, acts);
         }
       } else {
-        for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile, 1>(r.data(), xq.data(), nb, t, w.out, o, y);
-        for (; t < n_tokens; ++t) R::template dot<1, 1>(r.data(), xq.data(), nb, t, w.out, o, y);
+        for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile, 1>(r.data(), xq.data(), nb, t, w.out, o, y, acts);
+        for (; t < n_tokens; ++t) R::template dot<1, 1>(r.data(), xq.data(), nb, t, w.out, o, y, acts);
       }
       o += m;
     }
@@ -227,9 +244,9 @@ struct grid_rows {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_xor_si256(x, _mm256_set1_epi8(static_cast<char>(0x80))), r.grid[ib]), r.scales[ib]);
   }
   SPITE_AVX2 static __m256i adjust(const decoded& r, const gguf::block_q8_K&, __m256i lanes) { return _mm256_sub_epi32(lanes, r.excess); }
-  template <int K, int Rows>
+  template <int K, int Rows, class Activations>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
-                             std::int64_t o, float* y) {
+                             std::int64_t o, float* y, [[maybe_unused]] const Activations& acts) {
     lanes_dot<grid_rows, K, Rows>(r, xq, nb, t0, out, o, y);
   }
 };
@@ -267,9 +284,9 @@ struct iq1_s_rows {
     r.delta = decoder.delta;
     r.d = _cvtsh_ss(b.d);
   }
-  template <int K, int Rows>
+  template <int K, int Rows, class Activations>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
-                             std::int64_t o, float* y) {
+                             std::int64_t o, float* y, [[maybe_unused]] const Activations& acts) {
     __m256 acc[Rows][K];
     // The delta chains of 4 activation rows as one register's lanes per weight row, their
     // integers made together (iq1_s_delta_sums4), as the AVX-512 batches do; else one by one.
@@ -342,32 +359,61 @@ struct iq1_s_rows {
   }
 };
 
+// IQ1_M's delta lanes need no products per activation row: a delta is one sign per 8 elements,
+// so lane L of sub-block ib takes c(ib, L) = its scale times its delta sign, times S(ib, L), the
+// sum of the lane's 4 activation quants. The S are made once per matmul (`activations`), as
+// int16 pairs of sub-blocks 2q and 2q + 1 per lane, so one VPMADDWD against the row's c pairs
+// gives two sub-blocks' delta lanes: 4 per super-block where there were 8 VPMADDUBSW and 8
+// VPMADDWD.
 struct iq1_m_rows {
   using block = gguf::block_iq1_m;
-  static constexpr int tile = 2, rows = 2;
+  static constexpr int tile = 4, rows = 2;
+  struct activations {
+    struct lane_pairs {
+      __m256i v;
+    };
+    aligned_vector<lane_pairs> pairs;  // activation super-block n's pair q at 4 n + q
+    SPITE_AVX2 activations(const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t n_tokens)
+        : pairs(static_cast<std::size_t>(4 * nb * n_tokens)) {
+      const __m256i ones = _mm256_set1_epi8(1);
+      for (std::int64_t n = 0; n < nb * n_tokens; ++n) {
+        for (int q = 0; q < 4; ++q) {
+          const auto sums = [&](int ib) SPITE_AVX2 { return dot_lanes(ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[n].qs + 32 * ib))); };
+          pairs[static_cast<std::size_t>(4 * n + q)].v = low_high_words(sums(2 * q), sums(2 * q + 1));
+        }
+      }
+    }
+  };
   struct decoded {
-    __m256i grid[8], delta[8], scales[8];  // grid -1, 0, 1; delta +-1 per 8 elements; per-16 scales
-    __m256i excess_grid, excess_delta;     // the lanes of 128 x each
+    __m256i grid[8], scales[8];  // grid -1, 0, 1; per-16 scales
+    __m256i delta_pairs[4];      // c(2q, L), c(2q + 1, L) as int16 pairs per lane
+    __m256i excess_grid;         // the lanes of 128 x the grid values
     float d;
   };
+  // Dword L: the low 16 bits of a's, then of b's.
+  SPITE_AVX2 static __m256i low_high_words(__m256i a, __m256i b) {
+    return _mm256_blend_epi16(a, _mm256_slli_epi32(b, 16), 0xAA);
+  }
   SPITE_AVX2 static void decode(const block& b, decoded& r) {
     const iq1_m_decoder decoder(b);
-    __m256i excess_grid = _mm256_setzero_si256(), excess_delta = _mm256_setzero_si256();
+    // Byte 4L of each lane (its group's delta) against the lane's first scale word.
+    const __m256i first_of_four = _mm256_set1_epi32(1);
+    __m256i excess_grid = _mm256_setzero_si256(), c[8];
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
       r.scales[ib] = decoder.scales(ib);
       r.grid[ib] = decoder.grid(ib);
-      r.delta[ib] = decoder.delta(ib);
       excess_grid = _mm256_add_epi32(excess_grid, excess_lanes(r.grid[ib], r.scales[ib]));
-      excess_delta = _mm256_add_epi32(excess_delta, excess_lanes(r.delta[ib], r.scales[ib]));
+      c[ib] = _mm256_madd_epi16(_mm256_maddubs_epi16(first_of_four, decoder.delta(ib)), r.scales[ib]);
     }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) r.delta_pairs[q] = low_high_words(c[2 * q], c[2 * q + 1]);
     r.excess_grid = excess_grid;
-    r.excess_delta = excess_delta;
     r.d = decoder.d();
   }
   template <int K, int Rows>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
-                             std::int64_t o, float* y) {
+                             std::int64_t o, float* y, const activations& acts) {
     __m256 acc1[Rows][K], acc2[Rows][K];
 #pragma GCC unroll 2
     for (int j = 0; j < Rows; ++j) {
@@ -375,11 +421,11 @@ struct iq1_m_rows {
       for (int k = 0; k < K; ++k) acc1[j][k] = acc2[j][k] = _mm256_setzero_ps();
     }
     for (std::int64_t i = 0; i < nb; ++i) {
-      __m256i lanes1[Rows][K], lanes2[Rows][K];
+      __m256i lanes[Rows][K];
 #pragma GCC unroll 2
       for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
-        for (int k = 0; k < K; ++k) lanes1[j][k] = lanes2[j][k] = _mm256_setzero_si256();
+        for (int k = 0; k < K; ++k) lanes[j][k] = _mm256_setzero_si256();
       }
       for (int ib = 0; ib < 8; ++ib) {
 #pragma GCC unroll 8
@@ -388,9 +434,8 @@ struct iq1_m_rows {
 #pragma GCC unroll 2
           for (int j = 0; j < Rows; ++j) {
             const decoded& d = r[j * nb + i];
-            lanes1[j][k] = _mm256_add_epi32(lanes1[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, d.grid[ib]), d.scales[ib]));
-            lanes2[j][k] = _mm256_add_epi32(lanes2[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, d.delta[ib]), d.scales[ib]));
-            if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes1[j][k]), "+x"(lanes2[j][k]));
+            lanes[j][k] = _mm256_add_epi32(lanes[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, d.grid[ib]), d.scales[ib]));
+            if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes[j][k]));
           }
         }
       }
@@ -399,9 +444,13 @@ struct iq1_m_rows {
 #pragma GCC unroll 8
         for (int k = 0; k < K; ++k) {
           const decoded& dr = r[j * nb + i];
+          const auto* pairs = acts.pairs.data() + 4 * ((t0 + k) * nb + i);
+          __m256i delta = _mm256_setzero_si256();
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) delta = _mm256_add_epi32(delta, _mm256_madd_epi16(pairs[q].v, dr.delta_pairs[q]));
           const __m256 d = _mm256_set1_ps(xq[(t0 + k) * nb + i].d * dr.d);
-          acc1[j][k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes1[j][k], dr.excess_grid)), acc1[j][k]);
-          acc2[j][k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes2[j][k], dr.excess_delta)), acc2[j][k]);
+          acc1[j][k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes[j][k], dr.excess_grid)), acc1[j][k]);
+          acc2[j][k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(delta), acc2[j][k]);
         }
       }
     }
@@ -433,9 +482,9 @@ struct ternary_rows {
   SPITE_AVX2 static __m256i adjust(const decoded&, const gguf::block_q8_K& x, __m256i lanes) {
     return _mm256_sub_epi32(lanes, ternary_sub_block_sums(x));
   }
-  template <int K, int Rows>
+  template <int K, int Rows, class Activations>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
-                             std::int64_t o, float* y) {
+                             std::int64_t o, float* y, [[maybe_unused]] const Activations& acts) {
     lanes_dot<ternary_rows, K, Rows>(r, xq, nb, t0, out, o, y);
   }
 };
