@@ -315,15 +315,16 @@ struct iq1_m_decoder {
 // activation sums) and fma.
 
 // Digit of byte b at power p of 3 (ternary_digit): ((b * p mod 256) * 3) >> 8, on the even and
-// odd bytes of each 16-bit lane; p holds one power per 16-bit lane.
+// odd bytes of each 16-bit lane; p holds one power per 16-bit lane. A lane times p keeps the even
+// byte's product in its low byte, the odd byte alone times p its product in the high byte; the
+// high halves of 16-bit products by 768 and 3 are then each product times 3 over 256 (9
+// operations where separate shifts took 12).
 SPITE_AVX2 inline __m256i ternary_digits(__m256i v, __m256i p) {
-  const __m256i low = _mm256_set1_epi16(0xFF);
-  const __m256i three = _mm256_set1_epi16(3);
-  const __m256i even = _mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(v, low), p), low);
-  const __m256i odd = _mm256_and_si256(_mm256_mullo_epi16(_mm256_srli_epi16(v, 8), p), low);
-  const __m256i de = _mm256_srli_epi16(_mm256_mullo_epi16(even, three), 8);
-  const __m256i d_odd = _mm256_srli_epi16(_mm256_mullo_epi16(odd, three), 8);
-  return _mm256_or_si256(de, _mm256_slli_epi16(d_odd, 8));
+  const __m256i low = _mm256_set1_epi16(0x00FF), high = _mm256_set1_epi16(static_cast<std::int16_t>(0xFF00));
+  const __m256i even = _mm256_and_si256(_mm256_mullo_epi16(v, p), low);
+  const __m256i odd = _mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(v, high), p), high);
+  const __m256i d_even = _mm256_mulhi_epu16(even, _mm256_set1_epi16(768));
+  return _mm256_or_si256(d_even, _mm256_slli_epi16(_mm256_mulhi_epu16(odd, _mm256_set1_epi16(3)), 8));
 }
 SPITE_AVX2 inline __m256i powers(int lo, int hi) { return halves(lo, hi); }
 
