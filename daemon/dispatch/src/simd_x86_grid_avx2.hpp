@@ -51,16 +51,16 @@ SPITE_AVX2 inline __m256i halves(int lo, int hi) {
 // 32 elements: the low half holds groups 0 and 1 of every sub-block (2 ib, 2 ib + 1), the high
 // half groups 2 and 3.
 SPITE_AVX2 inline __m256i arrange_signs(__m256i natural) {
-  const __m256i words = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10,
-                                         11, 14, 15);
+  const __m256i words =
+      _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
   return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(natural, words), _MM_SHUFFLE(3, 1, 2, 0));
 }
 // Sub-block ib's 4 group bytes (as arrange_signs lays them out), each spread over its group's 8
 // elements.
 SPITE_AVX2 inline __m256i spread_groups(__m256i arranged, int ib) {
   const auto g = static_cast<char>(2 * ib), h = static_cast<char>(2 * ib + 1);
-  return _mm256_shuffle_epi8(arranged, _mm256_setr_epi8(g, g, g, g, g, g, g, g, h, h, h, h, h, h, h, h, g, g, g, g, g, g, g, g, h, h, h,
-                                                        h, h, h, h, h));
+  return _mm256_shuffle_epi8(
+      arranged, _mm256_setr_epi8(g, g, g, g, g, g, g, g, h, h, h, h, h, h, h, h, g, g, g, g, g, g, g, g, h, h, h, h, h, h, h, h));
 }
 // Sub-block ib's signs as 32 bytes for VPSIGNB, negative where an element is: its group bytes
 // spread, each byte's own bit kept and 127 added (set: 128 or more, a negative byte; clear: 127),
@@ -74,8 +74,8 @@ SPITE_AVX2 inline __m256i expand_signs(__m256i arranged, int ib) {
 // count of negatives even: the parity of the low and the high nibble looked up and combined
 // (the bytes' top bits are clear, so the shuffle takes the low nibble without a mask).
 SPITE_AVX2 inline __m256i with_parity(__m256i seven) {
-  const __m256i parity = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0, -128, -128, 0,
-                                          -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+  const __m256i parity = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0, -128, -128, 0, -128, 0,
+                                          0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
   const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(seven, 4), _mm256_set1_epi8(0x0F));
   return _mm256_or_si256(seven, _mm256_xor_si256(_mm256_shuffle_epi8(parity, seven), _mm256_shuffle_epi8(parity, hi)));
 }
@@ -83,9 +83,7 @@ SPITE_AVX2 inline __m256i with_parity(__m256i seven) {
 // The 7-bit sign indices at bits 0, 7, 14 and 21 of each of 8 words (IQ2_XXS's and IQ3_XXS's
 // sub-block words) as the 4 bytes of each dword.
 SPITE_AVX2 inline __m256i seven_bit_bytes(__m256i words) {
-  const auto field = [&](int k) SPITE_AVX2 {
-    return _mm256_and_si256(_mm256_slli_epi32(words, k), _mm256_set1_epi32(0x7F << (8 * k)));
-  };
+  const auto field = [&](int k) SPITE_AVX2 { return _mm256_and_si256(_mm256_slli_epi32(words, k), _mm256_set1_epi32(0x7F << (8 * k))); };
   return _mm256_or_si256(_mm256_or_si256(field(0), field(1)), _mm256_or_si256(field(2), field(3)));
 }
 
@@ -95,8 +93,8 @@ SPITE_AVX2 inline __m256i seven_bit_bytes(__m256i words) {
 SPITE_AVX2 inline __m256i scale_of(__m256i per_block, int ib) {
   const auto b = static_cast<char>(2 * ib);
   const auto c = static_cast<char>(2 * ib + 1);
-  return _mm256_shuffle_epi8(per_block, _mm256_setr_epi8(b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c,
-                                                          b, c, b, c, b, c));
+  return _mm256_shuffle_epi8(
+      per_block, _mm256_setr_epi8(b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c, b, c));
 }
 // 2 s + 1 for 8 words s in both halves of a vector (the odd scales of the XXS types).
 SPITE_AVX2 inline __m256i odd_scales(__m128i s) {
@@ -130,7 +128,8 @@ struct iq2_xxs_decoder {
   SPITE_AVX2 explicit iq2_xxs_decoder(const block& b) : q(reinterpret_cast<const std::uint8_t*>(b.qs)) {
     // Sub-block ib's 8 bytes: 4 grid indices, then its word; the words to dwords 0..7.
     const __m256 a = _mm256_loadu_ps(reinterpret_cast<const float*>(q)), c = _mm256_loadu_ps(reinterpret_cast<const float*>(q + 32));
-    const __m256i words = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, c, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256i words =
+        _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, c, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0));
     signs = arrange_signs(with_parity(seven_bit_bytes(words)));
     scales = xxs_scales(words);
   }
@@ -165,13 +164,14 @@ struct iq2_s_decoder {
   const block& b;
   __m256i signs, scales;
   SPITE_AVX2 explicit iq2_s_decoder(const block& blk)
-      : b(blk), signs(arrange_signs(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + gguf::qk_k / 8)))),
+      : b(blk),
+        signs(arrange_signs(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + gguf::qk_k / 8)))),
         scales(nibble_scales(blk.scales)) {}
   SPITE_AVX2 sub_block decode(int ib) const {
     const std::uint8_t* idx = b.qs + 4 * ib;
     const int qh = b.qh[ib];
-    return {grid64(gguf::quants::iq::iq2s_grid, idx[0] | ((qh << 8) & 0x300), idx[1] | ((qh << 6) & 0x300),
-                   idx[2] | ((qh << 4) & 0x300), idx[3] | ((qh << 2) & 0x300)),
+    return {grid64(gguf::quants::iq::iq2s_grid, idx[0] | ((qh << 8) & 0x300), idx[1] | ((qh << 6) & 0x300), idx[2] | ((qh << 4) & 0x300),
+                   idx[3] | ((qh << 2) & 0x300)),
             expand_signs(signs, ib), scale_of(scales, ib)};
   }
 };
@@ -210,12 +210,13 @@ struct iq3_s_decoder {
     const int qh = b.qh[ib];
     // The 9-bit indices as 8 words (the low bytes widened, bit k of qh to bit 8 of word k by a
     // multiply), taken out as two 64-bit words: a few vector operations for 8 x 4 scalar ones.
-    const __m128i high = _mm_mullo_epi16(_mm_and_si128(_mm_set1_epi16(static_cast<std::int16_t>(qh)), _mm_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128)),
-                                         _mm_setr_epi16(256, 128, 64, 32, 16, 8, 4, 2));
+    const __m128i high =
+        _mm_mullo_epi16(_mm_and_si128(_mm_set1_epi16(static_cast<std::int16_t>(qh)), _mm_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128)),
+                        _mm_setr_epi16(256, 128, 64, 32, 16, 8, 4, 2));
     const __m128i index = _mm_or_si128(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))), high);
     const auto lo = static_cast<std::uint64_t>(_mm_cvtsi128_si64(index)), hi = static_cast<std::uint64_t>(_mm_extract_epi64(index, 1));
-    return {grid32(gguf::quants::iq::iq3s_grid, [&](int k) { return ((k < 4 ? lo : hi) >> (16 * (k % 4))) & 0xFFFF; }), expand_signs(signs, ib),
-            scale_of(scales, ib)};
+    return {grid32(gguf::quants::iq::iq3s_grid, [&](int k) { return ((k < 4 ? lo : hi) >> (16 * (k % 4))) & 0xFFFF; }),
+            expand_signs(signs, ib), scale_of(scales, ib)};
   }
 };
 
@@ -229,8 +230,8 @@ SPITE_AVX2 inline __m256i signed_pairs(__m256i w, __m256i x) {
 // An IQ1_S super-block's grid indices, scales and delta terms, worked out for its 8 sub-blocks
 // at once in vectors (per sub-block they were some 20 scalar operations).
 struct iq1_s_decoder {
-  __m128i scale_words;  // word ib: sub-block ib's scale
-  __m256i delta;        // int16 pairs: the delta sign times the scale of sub-block j at 2j, 2j + 1
+  __m128i scale_words;                  // word ib: sub-block ib's scale
+  __m256i delta;                        // int16 pairs: the delta sign times the scale of sub-block j at 2j, 2j + 1
   alignas(32) std::uint16_t index[32];  // the 11-bit grid index of each 8 elements
   SPITE_AVX2 explicit iq1_s_decoder(const gguf::block_iq1_s& b) {
     const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
@@ -246,9 +247,9 @@ struct iq1_s_decoder {
     for (int h = 0; h < 2; ++h) {
       const char w0 = static_cast<char>(8 * h), w1 = static_cast<char>(8 * h + 2), w2 = static_cast<char>(8 * h + 4),
                  w3 = static_cast<char>(8 * h + 6);
-      const __m256i words = _mm256_shuffle_epi8(both, _mm256_setr_epi8(w0, w0 + 1, w0, w0 + 1, w0, w0 + 1, w0, w0 + 1, w1, w1 + 1, w1, w1 + 1,
-                                                                        w1, w1 + 1, w1, w1 + 1, w2, w2 + 1, w2, w2 + 1, w2, w2 + 1, w2, w2 + 1,
-                                                                        w3, w3 + 1, w3, w3 + 1, w3, w3 + 1, w3, w3 + 1));
+      const __m256i words = _mm256_shuffle_epi8(
+          both, _mm256_setr_epi8(w0, w0 + 1, w0, w0 + 1, w0, w0 + 1, w0, w0 + 1, w1, w1 + 1, w1, w1 + 1, w1, w1 + 1, w1, w1 + 1, w2, w2 + 1,
+                                 w2, w2 + 1, w2, w2 + 1, w2, w2 + 1, w3, w3 + 1, w3, w3 + 1, w3, w3 + 1, w3, w3 + 1));
       const __m256i high = _mm256_srli_epi16(_mm256_and_si256(_mm256_mullo_epi16(words, up), _mm256_set1_epi16(0x7000)), 4);
       const __m256i low = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * h)));
       _mm256_store_si256(reinterpret_cast<__m256i*>(index + 16 * h), _mm256_or_si256(low, high));
@@ -263,9 +264,10 @@ struct iq1_s_decoder {
 // An IQ1_M super-block's grid indices, delta signs and scales, worked out for its 8 sub-blocks
 // at once in vectors.
 struct iq1_m_decoder {
-  __m256i deltas;       // the +1 / -1 of each 8 elements, as arrange_signs lays out sign bytes
-  __m256i scale_bytes;  // scale of sub-block ib's first 16 elements at byte 2 ib, its last 16's at 2 ib + 1 (both halves)
+  __m256i deltas;                       // the +1 / -1 of each 8 elements, as arrange_signs lays out sign bytes
+  __m256i scale_bytes;                  // scale of sub-block ib's first 16 elements at byte 2 ib, its last 16's at 2 ib + 1 (both halves)
   alignas(32) std::uint16_t index[32];  // the 11-bit grid index of each 8 elements
+  std::uint64_t scale_words;            // the 4 16-bit words of scales: 3-bit scales, the fp16 scale's nibbles on top
   SPITE_AVX2 explicit iq1_m_decoder(const gguf::block_iq1_m& b) {
     std::memcpy(&scale_words, b.scales, 8);
     // Group 4 ib + k: qs[4 ib + k], and nibble k % 2 of qh[2 ib + k / 2] (its bits 0-2 above the
@@ -277,25 +279,28 @@ struct iq1_m_decoder {
       const __m128i bytes = h == 0 ? qh : _mm_srli_si128(qh, 8);
       const __m256i nibbles = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(bytes, bytes)), up);
       const __m256i low = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * h)));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(index + 16 * h), _mm256_or_si256(low, _mm256_and_si256(nibbles, _mm256_set1_epi16(0x700))));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(index + 16 * h),
+                         _mm256_or_si256(low, _mm256_and_si256(nibbles, _mm256_set1_epi16(0x700))));
       negative[h] = _mm256_or_si256(_mm256_srai_epi16(_mm256_slli_epi16(nibbles, 4), 15), _mm256_set1_epi16(1));
     }
     deltas = arrange_signs(_mm256_permute4x64_epi64(_mm256_packs_epi16(negative[0], negative[1]), _MM_SHUFFLE(3, 1, 2, 0)));
     // Scale v = 2 ib + half: bits 3 (v % 4) .. + 2 of the v / 4-th 16-bit word, moved up to 12-14.
-    const __m256i words = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(scale_words)),
-                                              _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
+    const __m256i words = _mm256_shuffle_epi8(
+        _mm256_set1_epi64x(static_cast<long long>(scale_words)),
+        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
     const __m256i three = _mm256_srli_epi16(
-        _mm256_and_si256(_mm256_mullo_epi16(words, _mm256_setr_epi16(4096, 512, 64, 8, 4096, 512, 64, 8, 4096, 512, 64, 8, 4096, 512, 64, 8)),
-                         _mm256_set1_epi16(0x7000)),
+        _mm256_and_si256(
+            _mm256_mullo_epi16(words, _mm256_setr_epi16(4096, 512, 64, 8, 4096, 512, 64, 8, 4096, 512, 64, 8, 4096, 512, 64, 8)),
+            _mm256_set1_epi16(0x7000)),
         12);
     const __m256i odd = _mm256_or_si256(_mm256_add_epi16(three, three), _mm256_set1_epi16(1));
     const __m128i packed = _mm_packus_epi16(_mm256_castsi256_si128(odd), _mm256_extracti128_si256(odd, 1));
     scale_bytes = _mm256_set_m128i(packed, packed);
   }
-  std::uint64_t scale_words;  // the 4 16-bit words of scales: 3-bit scales, the fp16 scale's nibbles on top
   SPITE_AVX2 float d() const {
     const auto word = [&](int k) { return static_cast<std::uint32_t>(scale_words >> (16 * k)) & 0xFFFF; };
-    return _cvtsh_ss(static_cast<std::uint16_t>((word(0) >> 12) | ((word(1) >> 8) & 0x00f0) | ((word(2) >> 4) & 0x0f00) | (word(3) & 0xf000)));
+    return _cvtsh_ss(
+        static_cast<std::uint16_t>((word(0) >> 12) | ((word(1) >> 8) & 0x00f0) | ((word(2) >> 4) & 0x0f00) | (word(3) & 0xf000)));
   }
   SPITE_AVX2 __m256i grid(int ib) const {
     const std::uint16_t* i = index + 4 * ib;

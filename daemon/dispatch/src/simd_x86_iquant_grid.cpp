@@ -169,8 +169,8 @@ void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, floa
 // sub-block c's products, R::adjust the super-block's other integer terms, R::post scales the
 // result.
 template <class R, int K, int Rows>
-SPITE_AVX2 void lanes_dot(const typename R::decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0,
-                          std::int64_t out, std::int64_t o, float* y) {
+SPITE_AVX2 void lanes_dot(const typename R::decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
+                          std::int64_t o, float* y) {
   __m256 acc[Rows][K];
 #pragma GCC unroll 2
   for (int j = 0; j < Rows; ++j) {
@@ -212,6 +212,15 @@ SPITE_AVX2 void lanes_dot(const typename R::decoded* r, const gguf::block_q8_K* 
   }
 }
 
+// An activation sub-block's quants + 128 as unsigned bytes.
+SPITE_AVX2 inline __m256i unsigned_activations(const gguf::block_q8_K& x, int ib) {
+  return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * ib)), _mm256_set1_epi8(static_cast<char>(0x80)));
+}
+// The lanes of 128 x w (signed bytes) with int16 scales.
+SPITE_AVX2 inline __m256i excess_lanes(__m256i w, __m256i scales) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(0x80)), w), scales);
+}
+
 // Each row's grid bytes are stored with their signs (so no sign move per activation row) and
 // multiplied with the activations + 128 as unsigned bytes: VPMADDUBSW's pairs stay below 2^15
 // (2 x 255 x 62), and the lanes' excess, 128 x the row's own lanes, is worked out once per row
@@ -235,13 +244,14 @@ struct grid_rows {
       const sub_block sb = decoder.decode(ib);
       r.grid[ib] = _mm256_sign_epi8(sb.grid, sb.signs);
       r.scales[ib] = sb.scales;
-      excess = _mm256_add_epi32(excess, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(0x80)), r.grid[ib]), sb.scales));
+      excess = _mm256_add_epi32(excess, excess_lanes(r.grid[ib], sb.scales));
     }
     r.excess = excess;
     r.d = _cvtsh_ss(b.d);
   }
   SPITE_AVX2 static __m256i lanes(const decoded& r, int ib, __m256i x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_xor_si256(x, _mm256_set1_epi8(static_cast<char>(0x80))), r.grid[ib]), r.scales[ib]);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_xor_si256(x, _mm256_set1_epi8(static_cast<char>(0x80))), r.grid[ib]),
+                             r.scales[ib]);
   }
   SPITE_AVX2 static __m256i adjust(const decoded& r, const gguf::block_q8_K&, __m256i lanes) { return _mm256_sub_epi32(lanes, r.excess); }
   template <int K, int Rows, class Activations>
@@ -251,16 +261,8 @@ struct grid_rows {
   }
 };
 
-// The IQ1 rows as the grid rows above: signed values multiplied with the activations + 128, the
-// excess taken off per super-block, two rows per pass over the activation rows.
-SPITE_AVX2 inline __m256i unsigned_activations(const gguf::block_q8_K& x, int ib) {
-  return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * ib)), _mm256_set1_epi8(static_cast<char>(0x80)));
-}
-// The lanes of 128 x w (signed bytes) with int16 scales.
-SPITE_AVX2 inline __m256i excess_lanes(__m256i w, __m256i scales) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(0x80)), w), scales);
-}
-
+// The IQ1 rows as the grid rows: signed values multiplied with the activations + 128, the excess
+// taken off per super-block, two rows per pass over the activation rows.
 struct iq1_s_rows {
   using block = gguf::block_iq1_s;
   static constexpr int tile = 4, rows = 2;
@@ -378,7 +380,9 @@ struct iq1_m_rows {
       const __m256i ones = _mm256_set1_epi8(1);
       for (std::int64_t n = 0; n < nb * n_tokens; ++n) {
         for (int q = 0; q < 4; ++q) {
-          const auto sums = [&](int ib) SPITE_AVX2 { return dot_lanes(ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[n].qs + 32 * ib))); };
+          const auto sums = [&](int ib) SPITE_AVX2 {
+            return dot_lanes(ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[n].qs + 32 * ib)));
+          };
           pairs[static_cast<std::size_t>(4 * n + q)].v = low_high_words(sums(2 * q), sums(2 * q + 1));
         }
       }
@@ -391,9 +395,7 @@ struct iq1_m_rows {
     float d;
   };
   // Dword L: the low 16 bits of a's, then of b's.
-  SPITE_AVX2 static __m256i low_high_words(__m256i a, __m256i b) {
-    return _mm256_blend_epi16(a, _mm256_slli_epi32(b, 16), 0xAA);
-  }
+  SPITE_AVX2 static __m256i low_high_words(__m256i a, __m256i b) { return _mm256_blend_epi16(a, _mm256_slli_epi32(b, 16), 0xAA); }
   SPITE_AVX2 static void decode(const block& b, decoded& r) {
     const iq1_m_decoder decoder(b);
     // Byte 4L of each lane (its group's delta) against the lane's first scale word.
