@@ -83,8 +83,12 @@ SPITE_AVX2 inline __m256i with_parity(__m256i seven) {
 // The 7-bit sign indices at bits 0, 7, 14 and 21 of each of 8 words (IQ2_XXS's and IQ3_XXS's
 // sub-block words) as the 4 bytes of each dword.
 SPITE_AVX2 inline __m256i seven_bit_bytes(__m256i words) {
-  const auto field = [&](int k) SPITE_AVX2 { return _mm256_and_si256(_mm256_slli_epi32(words, k), _mm256_set1_epi32(0x7F << (8 * k))); };
-  return _mm256_or_si256(_mm256_or_si256(field(0), field(1)), _mm256_or_si256(field(2), field(3)));
+  // Literal shift counts, as the sanitizer build's -O1 needs.
+  const __m256i f0 = _mm256_and_si256(words, _mm256_set1_epi32(0x7F));
+  const __m256i f1 = _mm256_and_si256(_mm256_slli_epi32(words, 1), _mm256_set1_epi32(0x7F << 8));
+  const __m256i f2 = _mm256_and_si256(_mm256_slli_epi32(words, 2), _mm256_set1_epi32(0x7F << 16));
+  const __m256i f3 = _mm256_and_si256(_mm256_slli_epi32(words, 3), _mm256_set1_epi32(0x7F << 24));
+  return _mm256_or_si256(_mm256_or_si256(f0, f1), _mm256_or_si256(f2, f3));
 }
 
 // Sub-block ib's int16 scale vector (its first 16 elements' scale in the low half, the last
