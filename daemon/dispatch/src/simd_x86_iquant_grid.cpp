@@ -261,6 +261,31 @@ struct grid_rows {
   }
 };
 
+// The grid lanes of super-block i of Rows decoded rows (r[j nb + i]: signed values in grid[8],
+// int16 scales in scales[8]) against K activation rows from t0: the activations + 128 times the
+// values, before the excess comes off.
+template <int Rows, int K, class Decoded>
+SPITE_AVX2 inline void signed_grid_lanes(const Decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t i,
+                                         __m256i (&lanes)[Rows][K]) {
+#pragma GCC unroll 2
+  for (int j = 0; j < Rows; ++j) {
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) lanes[j][k] = _mm256_setzero_si256();
+  }
+  for (int ib = 0; ib < 8; ++ib) {
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      const __m256i xv = unsigned_activations(xq[(t0 + k) * nb + i], ib);
+#pragma GCC unroll 2
+      for (int j = 0; j < Rows; ++j) {
+        const Decoded& d = r[j * nb + i];
+        lanes[j][k] = _mm256_add_epi32(lanes[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, d.grid[ib]), d.scales[ib]));
+        if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes[j][k]));  // the sums in order, not a spilled tree
+      }
+    }
+  }
+}
+
 // The IQ1 rows as the grid rows: signed values multiplied with the activations + 128, the excess
 // taken off per super-block, two rows per pass over the activation rows.
 struct iq1_s_rows {
@@ -306,23 +331,7 @@ struct iq1_s_rows {
     }
     for (std::int64_t i = 0; i < nb; ++i) {
       __m256i lanes[Rows][K];
-#pragma GCC unroll 2
-      for (int j = 0; j < Rows; ++j) {
-#pragma GCC unroll 8
-        for (int k = 0; k < K; ++k) lanes[j][k] = _mm256_setzero_si256();
-      }
-      for (int ib = 0; ib < 8; ++ib) {
-#pragma GCC unroll 8
-        for (int k = 0; k < K; ++k) {
-          const __m256i xv = unsigned_activations(xq[(t0 + k) * nb + i], ib);
-#pragma GCC unroll 2
-          for (int j = 0; j < Rows; ++j) {
-            const decoded& d = r[j * nb + i];
-            lanes[j][k] = _mm256_add_epi32(lanes[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, d.grid[ib]), d.scales[ib]));
-            if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes[j][k]));
-          }
-        }
-      }
+      signed_grid_lanes<Rows, K>(r, xq, nb, t0, i, lanes);
 #pragma GCC unroll 2
       for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
@@ -424,23 +433,7 @@ struct iq1_m_rows {
     }
     for (std::int64_t i = 0; i < nb; ++i) {
       __m256i lanes[Rows][K];
-#pragma GCC unroll 2
-      for (int j = 0; j < Rows; ++j) {
-#pragma GCC unroll 8
-        for (int k = 0; k < K; ++k) lanes[j][k] = _mm256_setzero_si256();
-      }
-      for (int ib = 0; ib < 8; ++ib) {
-#pragma GCC unroll 8
-        for (int k = 0; k < K; ++k) {
-          const __m256i xv = unsigned_activations(xq[(t0 + k) * nb + i], ib);
-#pragma GCC unroll 2
-          for (int j = 0; j < Rows; ++j) {
-            const decoded& d = r[j * nb + i];
-            lanes[j][k] = _mm256_add_epi32(lanes[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, d.grid[ib]), d.scales[ib]));
-            if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes[j][k]));
-          }
-        }
-      }
+      signed_grid_lanes<Rows, K>(r, xq, nb, t0, i, lanes);
 #pragma GCC unroll 2
       for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
