@@ -165,6 +165,36 @@ void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, floa
   });
 }
 
+// The integer lanes of super-block i of Rows decoded rows (r[j nb + i]) against K activation
+// rows from t0: lanes(row, sub-block, activation quants) per sub-block, added in order.
+template <int Rows, int K, class Decoded, class Lanes>
+SPITE_AVX2 inline void super_block_lanes(const Decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t i,
+                                         __m256i (&lanes)[Rows][K], const Lanes& sub_block_lanes) {
+#pragma GCC unroll 2
+  for (int j = 0; j < Rows; ++j) {
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) lanes[j][k] = _mm256_setzero_si256();
+  }
+  for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * c));
+#pragma GCC unroll 2
+      for (int j = 0; j < Rows; ++j) {
+        lanes[j][k] = _mm256_add_epi32(lanes[j][k], sub_block_lanes(r[j * nb + i], c, xv));
+        if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes[j][k]));  // the sums in order, not a spilled tree
+      }
+    }
+  }
+}
+
+// The lanes of a sub-block of signed values (d.grid[ib]) with int16 scales (d.scales[ib]): the
+// activations + 128 as unsigned bytes times the values, before the excess comes off.
+template <class Decoded>
+SPITE_AVX2 inline __m256i signed_lanes(const Decoded& d, int ib, __m256i x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_xor_si256(x, _mm256_set1_epi8(static_cast<char>(0x80))), d.grid[ib]), d.scales[ib]);
+}
+
 // The dot of decoded rows whose super-block is one set of 8 int32 lanes: R::lanes(r, c, x) adds
 // sub-block c's products, R::adjust the super-block's other integer terms, R::post scales the
 // result.
@@ -179,22 +209,7 @@ SPITE_AVX2 void lanes_dot(const typename R::decoded* r, const gguf::block_q8_K* 
   }
   for (std::int64_t i = 0; i < nb; ++i) {
     __m256i lanes[Rows][K];
-#pragma GCC unroll 2
-    for (int j = 0; j < Rows; ++j) {
-#pragma GCC unroll 8
-      for (int k = 0; k < K; ++k) lanes[j][k] = _mm256_setzero_si256();
-    }
-    for (int c = 0; c < 8; ++c) {
-#pragma GCC unroll 8
-      for (int k = 0; k < K; ++k) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[(t0 + k) * nb + i].qs + 32 * c));
-#pragma GCC unroll 2
-        for (int j = 0; j < Rows; ++j) {
-          lanes[j][k] = _mm256_add_epi32(lanes[j][k], R::lanes(r[j * nb + i], c, xv));
-          if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes[j][k]));  // the sums in order, not a spilled tree
-        }
-      }
-    }
+    super_block_lanes<Rows, K>(r, xq, nb, t0, i, lanes, R::lanes);
 #pragma GCC unroll 2
     for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
@@ -212,10 +227,6 @@ SPITE_AVX2 void lanes_dot(const typename R::decoded* r, const gguf::block_q8_K* 
   }
 }
 
-// An activation sub-block's quants + 128 as unsigned bytes.
-SPITE_AVX2 inline __m256i unsigned_activations(const gguf::block_q8_K& x, int ib) {
-  return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * ib)), _mm256_set1_epi8(static_cast<char>(0x80)));
-}
 // The lanes of 128 x w (signed bytes) with int16 scales.
 SPITE_AVX2 inline __m256i excess_lanes(__m256i w, __m256i scales) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(0x80)), w), scales);
@@ -249,10 +260,7 @@ struct grid_rows {
     r.excess = excess;
     r.d = _cvtsh_ss(b.d);
   }
-  SPITE_AVX2 static __m256i lanes(const decoded& r, int ib, __m256i x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_xor_si256(x, _mm256_set1_epi8(static_cast<char>(0x80))), r.grid[ib]),
-                             r.scales[ib]);
-  }
+  SPITE_AVX2 static __m256i lanes(const decoded& r, int ib, __m256i x) { return signed_lanes(r, ib, x); }
   SPITE_AVX2 static __m256i adjust(const decoded& r, const gguf::block_q8_K&, __m256i lanes) { return _mm256_sub_epi32(lanes, r.excess); }
   template <int K, int Rows, class Activations>
   SPITE_AVX2 static void dot(const decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t out,
@@ -260,31 +268,6 @@ struct grid_rows {
     lanes_dot<grid_rows, K, Rows>(r, xq, nb, t0, out, o, y);
   }
 };
-
-// The grid lanes of super-block i of Rows decoded rows (r[j nb + i]: signed values in grid[8],
-// int16 scales in scales[8]) against K activation rows from t0: the activations + 128 times the
-// values, before the excess comes off.
-template <int Rows, int K, class Decoded>
-SPITE_AVX2 inline void signed_grid_lanes(const Decoded* r, const gguf::block_q8_K* xq, std::int64_t nb, std::int64_t t0, std::int64_t i,
-                                         __m256i (&lanes)[Rows][K]) {
-#pragma GCC unroll 2
-  for (int j = 0; j < Rows; ++j) {
-#pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) lanes[j][k] = _mm256_setzero_si256();
-  }
-  for (int ib = 0; ib < 8; ++ib) {
-#pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) {
-      const __m256i xv = unsigned_activations(xq[(t0 + k) * nb + i], ib);
-#pragma GCC unroll 2
-      for (int j = 0; j < Rows; ++j) {
-        const Decoded& d = r[j * nb + i];
-        lanes[j][k] = _mm256_add_epi32(lanes[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, d.grid[ib]), d.scales[ib]));
-        if constexpr (K * Rows > 1) __asm__("" : "+x"(lanes[j][k]));  // the sums in order, not a spilled tree
-      }
-    }
-  }
-}
 
 // The IQ1 rows as the grid rows: signed values multiplied with the activations + 128, the excess
 // taken off per super-block, two rows per pass over the activation rows.
@@ -331,7 +314,7 @@ struct iq1_s_rows {
     }
     for (std::int64_t i = 0; i < nb; ++i) {
       __m256i lanes[Rows][K];
-      signed_grid_lanes<Rows, K>(r, xq, nb, t0, i, lanes);
+      super_block_lanes<Rows, K>(r, xq, nb, t0, i, lanes, signed_lanes<decoded>);
 #pragma GCC unroll 2
       for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
@@ -433,7 +416,7 @@ struct iq1_m_rows {
     }
     for (std::int64_t i = 0; i < nb; ++i) {
       __m256i lanes[Rows][K];
-      signed_grid_lanes<Rows, K>(r, xq, nb, t0, i, lanes);
+      super_block_lanes<Rows, K>(r, xq, nb, t0, i, lanes, signed_lanes<decoded>);
 #pragma GCC unroll 2
       for (int j = 0; j < Rows; ++j) {
 #pragma GCC unroll 8
