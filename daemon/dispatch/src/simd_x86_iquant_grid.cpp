@@ -124,15 +124,15 @@ struct activations_of<R> {
 };
 
 // R::decoded holds a super-block decoded (vectors and its weight scale), R::dot<K, Rows>
-// multiplies Rows decoded rows (R::rows at a time, so that each activation load serves both,
-// and 1 for the last) by K activation rows; K is R::tile (4) or 1. Fewer than `decoded_from`
-// activation rows take the decode kernel `Dot`: one row, and for TQ2_0, whose digits are two
-// shifts and a mask, up to three. Two and three rows decoded once
-// each (where each took the decode kernel until 2026-12-06), `--matmul T:2048:2048 -t 1` from the
-// caches, Zen 3: IQ2_XXS 729 / 1058 -> 572 / 713 us, IQ2_S 965 / 1444 -> 748 / 853, IQ3_S 1524 /
-// 2290 -> 926 / 1029, IQ1_M 1553 / 2338 -> 1041 / 1238, TQ1_0 528 / 791 -> 361 / 434; TQ2_0 200 /
-// 234 against 198 / 269. Where the AVX-512 VBMI kernels run (simd_x86_iquant_grid_avx512.cpp),
-// theirs take every product.
+// multiplies Rows decoded rows (two at a time, so that each activation load serves both, and a
+// chunk's odd last row alone) by K activation rows; K is R::tile (4) or 1. Fewer than
+// `decoded_from` activation rows take the decode kernel `Dot`: one row, and for TQ2_0, whose
+// digits are two shifts and a mask, up to three. Two and three rows decoded once each (where
+// each took the decode kernel until 2026-12-06), `--matmul T:2048:2048 -t 1` from the caches,
+// Zen 3: IQ2_XXS 729 / 1058 -> 572 / 713 us, IQ2_S 965 / 1444 -> 748 / 853, IQ3_S 1524 / 2290 ->
+// 926 / 1029, IQ1_M 1553 / 2338 -> 1041 / 1238, TQ1_0 528 / 791 -> 361 / 434; TQ2_0 200 / 234
+// against 198 / 269. Where the AVX-512 VBMI kernels run (simd_x86_iquant_grid_avx512.cpp), theirs
+// take every product.
 template <class R, float (*Dot)(const typename R::block*, const gguf::block_q8_K*, std::int64_t), std::int64_t decoded_from = 2>
 void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   const std::int64_t nb = w.in / gguf::qk_k;
@@ -143,19 +143,17 @@ void matmul_decoded(const weight& w, const float* x, std::int64_t n_tokens, floa
   if (fast != nullptr) return fast(w, xq.data(), n_tokens, y, pool);
   const typename activations_of<R>::type acts(xq.data(), nb, n_tokens);
   pool.parallel_for(w.out, [&](std::int64_t begin, std::int64_t end, int) {
-    aligned_vector<typename R::decoded> r(static_cast<std::size_t>(nb * R::rows));
+    aligned_vector<typename R::decoded> r(static_cast<std::size_t>(2 * nb));
     for (std::int64_t o = begin; o < end;) {
-      const std::int64_t m = std::min<std::int64_t>(R::rows, end - o);
+      const std::int64_t m = std::min<std::int64_t>(2, end - o);
       for (std::int64_t j = 0; j < m; ++j) {
         const auto* row = reinterpret_cast<const typename R::block*>(w.row(o + j));
         for (std::int64_t i = 0; i < nb; ++i) R::decode(row[i], r[static_cast<std::size_t>(j * nb + i)]);
       }
       std::int64_t t = 0;
       if (m == 2) {
-        if constexpr (R::rows == 2) {
-          for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile, 2>(r.data(), xq.data(), nb, t, w.out, o, y, acts);
-          for (; t < n_tokens; ++t) R::template dot<1, 2>(r.data(), xq.data(), nb, t, w.out, o, y, acts);
-        }
+        for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile, 2>(r.data(), xq.data(), nb, t, w.out, o, y, acts);
+        for (; t < n_tokens; ++t) R::template dot<1, 2>(r.data(), xq.data(), nb, t, w.out, o, y, acts);
       } else {
         for (; t + R::tile <= n_tokens; t += R::tile) R::template dot<R::tile, 1>(r.data(), xq.data(), nb, t, w.out, o, y, acts);
         for (; t < n_tokens; ++t) R::template dot<1, 1>(r.data(), xq.data(), nb, t, w.out, o, y, acts);
@@ -240,7 +238,7 @@ SPITE_AVX2 inline __m256i excess_lanes(__m256i w, __m256i scales) {
 template <class D>
 struct grid_rows {
   using block = typename D::block;
-  static constexpr int tile = 4, rows = 2;
+  static constexpr int tile = 4;
   static constexpr float post = D::post;
   struct decoded {
     __m256i grid[8], scales[8];  // signed grid bytes, int16 scales
@@ -273,7 +271,7 @@ struct grid_rows {
 // taken off per super-block, two rows per pass over the activation rows.
 struct iq1_s_rows {
   using block = gguf::block_iq1_s;
-  static constexpr int tile = 4, rows = 2;
+  static constexpr int tile = 4;
   struct decoded {
     __m256i grid[8], scales[8];  // -1, 0, 1 per element; int16 scales
     __m256i excess;              // the lanes of 128 x the grid values
@@ -361,7 +359,7 @@ struct iq1_s_rows {
 // VPMADDWD.
 struct iq1_m_rows {
   using block = gguf::block_iq1_m;
-  static constexpr int tile = 4, rows = 2;
+  static constexpr int tile = 4;
   struct activations {
     struct lane_pairs {
       __m256i v;
@@ -445,7 +443,7 @@ struct iq1_m_rows {
 template <class Digits>
 struct ternary_rows {
   using block = typename Digits::block;
-  static constexpr int tile = 4, rows = 2;
+  static constexpr int tile = 4;
   static constexpr float post = 1.0f;
   struct decoded {
     __m256i digits[8];  // 0..2 per element
