@@ -243,6 +243,7 @@ SPITE_AVX2 inline void store_tile_lanes(const float (&acc)[K][8][8], std::int64_
 // condition vanished from every tile that inlined it, at -O2 and -O3), and a deleted prefetch
 // fails no test: decode just streams 30-50 % slower.
 inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p))); }
+inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
 
 // Decode streams each weight once. A group of rows is a contiguous region and the next group
 // follows it, so while one group is multiplied the next one is prefetched at the same pace:
@@ -296,6 +297,27 @@ struct next_group_prefetch {
     const std::size_t begin = base + per_block * static_cast<std::size_t>(part) / static_cast<std::size_t>(parts);
     const std::size_t end = base + per_block * static_cast<std::size_t>(part + 1) / static_cast<std::size_t>(parts);
     for (std::size_t off = begin & ~std::size_t{63}; off < end; off += 64) prefetch_l1(next + off);
+  }
+};
+
+// Small batches over a pair of groups (by_group_pairs) take several passes over the pair: the
+// first streams it from memory, the later ones find it in the caches. Pass `pass` of `passes`
+// fetches its share of the next pair (the groups that follow each of the two, `stride` bytes
+// apart) at the pace of its nb blocks, so the memory is read through every pass instead of the
+// first alone; into L2, as the current pair fills L1.
+struct next_pair_share {
+  const char* next[2];
+  std::size_t begin, per_block;
+  next_pair_share(const std::byte* const* groups, std::size_t stride, std::int64_t nb, std::int64_t pass, std::int64_t passes)
+      : next{reinterpret_cast<const char*>(groups[0] + stride), reinterpret_cast<const char*>(groups[1] + stride)},
+        begin(stride * static_cast<std::size_t>(pass) / static_cast<std::size_t>(passes)),
+        per_block((stride + static_cast<std::size_t>(passes * nb) - 1) / static_cast<std::size_t>(passes * nb)) {}
+  SPITE_AVX2 void step(std::int64_t b) const {
+    const std::size_t from = begin + static_cast<std::size_t>(b) * per_block, to = from + per_block;
+    for (std::size_t off = from & ~std::size_t{63}; off < to; off += 64) {
+      prefetch_l1(next[0] + off);
+      prefetch_l1(next[1] + off);
+    }
   }
 };
 

@@ -21,6 +21,7 @@
 #if defined(__x86_64__)
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 
 namespace spite::dispatch::cpu::x86 {
@@ -102,7 +103,7 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
 // tile16<4> broadcasts once per group, and the loads were what held it back.
 template <int S, int K, bool Nl>
 SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
-                           std::int64_t out, float* const* y16) {
+                           std::int64_t out, const next_pair_share* share, float* const* y16) {
   [[maybe_unused]] const __m512i table = Nl ? iq4_nl_values_plus_128() : _mm512_setzero_si512();
   __m512 acc[S][K];
 #pragma GCC unroll 2
@@ -111,6 +112,7 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
     for (int k = 0; k < K; ++k) acc[s][k] = _mm512_setzero_ps();
   }
   for (std::int64_t b = 0; b < nb; ++b) {
+    if (share != nullptr) share->step(b);
     const std::size_t h = static_cast<std::size_t>(b % 2);
     __m512 dw[S];
     __m512i chunk[S][8];
@@ -193,11 +195,16 @@ bool matmul_q4_0_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_token
       // (IQ4_NL 3 rows 0.40-0.47 -> 0.28-0.29).
       const std::int64_t tiles = (n_tokens + 3) / 4;
       const auto tile = [&]<int S>(const std::byte* const* groups, std::int64_t j, float* const* ys) {
+        std::optional<next_pair_share> share;
+        if constexpr (S == 2) {
+          if (tiles > 1) share.emplace(groups, group_bytes, nb, j, tiles);
+        }
+        const next_pair_share* ahead = share ? &*share : nullptr;
         switch (std::min<std::int64_t>(4, n_tokens - 4 * j)) {
-          case 4: return decode16<S, 4, Nl>(groups, nb, xb, 4 * j, w.out, ys);
-          case 3: return decode16<S, 3, Nl>(groups, nb, xb, 4 * j, w.out, ys);
-          case 2: return decode16<S, 2, Nl>(groups, nb, xb, 4 * j, w.out, ys);
-          default: return decode16<S, 1, Nl>(groups, nb, xb, 4 * j, w.out, ys);
+          case 4: return decode16<S, 4, Nl>(groups, nb, xb, 4 * j, w.out, ahead, ys);
+          case 3: return decode16<S, 3, Nl>(groups, nb, xb, 4 * j, w.out, ahead, ys);
+          case 2: return decode16<S, 2, Nl>(groups, nb, xb, 4 * j, w.out, ahead, ys);
+          default: return decode16<S, 1, Nl>(groups, nb, xb, 4 * j, w.out, ahead, ys);
         }
       };
       by_group_pairs<16>(

@@ -28,6 +28,7 @@
 
 #if defined(__x86_64__)
 #include <cstring>
+#include <optional>
 
 namespace spite::dispatch::cpu::x86 {
 namespace {
@@ -138,7 +139,7 @@ SPITE_AVX512 void tile(const std::byte* group, std::int64_t nb, const q8_0_batch
 // group's, so its 4 loaded vectors and the K rows' accumulators are what the registers hold.
 template <int S, int K>
 SPITE_AVX512 void decode_groups(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr,
-                                std::int64_t t0, std::int64_t out, bool fetch, float* const* ys) {
+                                std::int64_t t0, std::int64_t out, bool fetch, const next_pair_share* share, float* const* ys) {
   __m512i pick[4];
   row_pair_picks(pick);
   __m512 acc[S][K][4];
@@ -151,6 +152,7 @@ SPITE_AVX512 void decode_groups(const std::byte* const* groups, std::int64_t nb,
     }
   }
   for (std::int64_t b = 0; b < nb; ++b) {
+    if (share != nullptr) share->step(b);
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
       if (fetch) fetch_ahead(groups[s], b);
@@ -289,9 +291,10 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
   if (vnni || vnni256) q8_0_lane_corrections(xb, nb, n_tokens, pool, corr);
   const auto group_at = [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * stride; };
   // One activation row at a time through the 256-bit kernels: S groups in step.
-  const auto rows = [&]<int S>(const std::byte* const* groups, std::int64_t t, bool fetch, float* const* ys) {
-    if (vnni256) return vnni::rows<S>(groups, nb, xb, corr.data(), t, fetch, ys);
-    avx2::rows<S>(groups, nb, xb, corr.data(), t, fetch, ys);
+  const auto rows = [&]<int S>(const std::byte* const* groups, std::int64_t t, bool fetch, float* const* ys,
+                               const next_pair_share* share = nullptr) {
+    if (vnni256) return vnni::rows<S>(groups, nb, xb, corr.data(), t, fetch, ys, share);
+    avx2::rows<S>(groups, nb, xb, corr.data(), t, fetch, ys, share);
   };
   if (!vnni && !vnni256 && (n_tokens == 2 || n_tokens == 3)) {
     // Two or three sequences decoding together (AVX2 alone): each group of a pair takes the first
@@ -304,10 +307,14 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
     by_group_pairs<8>(
         w.out / 8, 1, y, pool, group_at,
         [&](const std::byte* const* both, std::int64_t, float* const* ys) {
-          for (int s = 0; s < 2; ++s) avx2::rows_k<1, 2>(&both[s], nb, xb, corr.data(), 0, true, w.out, &ys[s]);
+          for (int s = 0; s < 2; ++s) {
+            const next_pair_share share(both, stride, nb, s, n_tokens);
+            avx2::rows_k<1, 2>(&both[s], nb, xb, corr.data(), 0, true, w.out, &ys[s], &share);
+          }
           if (n_tokens == 3) {
+            const next_pair_share share(both, stride, nb, 2, 3);
             float* const y2[2] = {ys[0] + 2 * w.out, ys[1] + 2 * w.out};
-            avx2::rows<2>(both, nb, xb, corr.data(), 2, false, y2);
+            avx2::rows<2>(both, nb, xb, corr.data(), 2, false, y2, &share);
           }
         },
         [&](const std::byte* group, std::int64_t, float* y8) {
@@ -328,7 +335,8 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
         w.out / 8, n_tokens, y, pool, group_at,
         [&](const std::byte* const* both, std::int64_t t, float* const* ys) {
           float* const yt[2] = {ys[0] + t * w.out, ys[1] + t * w.out};
-          rows.template operator()<2>(both, t, t == 0, yt);
+          const next_pair_share share(both, stride, nb, t, n_tokens);
+          rows.template operator()<2>(both, t, t == 0, yt, n_tokens > 1 ? &share : nullptr);
         },
         [&](const std::byte* group, std::int64_t t, float* y8) {
           float* yt = y8 + t * w.out;
@@ -347,8 +355,13 @@ void matmul_q8_0_packed(const weight& w, const float* x, std::int64_t n_tokens, 
     // 99-109 % of a plain read), 3-8 rows the same; two TinyLlama sequences 75-76 -> 91 t/s.
     const std::int64_t passes = (n_tokens + 1) / 2;
     const auto pass = [&]<int S>(const std::byte* const* groups, std::int64_t j, float* const* ys) {
-      if (n_tokens - 2 * j >= 2) return decode_groups<S, 2>(groups, nb, xb, corr.data(), 2 * j, w.out, j == 0, ys);
-      decode_groups<S, 1>(groups, nb, xb, corr.data(), 2 * j, w.out, j == 0, ys);
+      std::optional<next_pair_share> share;
+      if constexpr (S == 2) {
+        if (passes > 1) share.emplace(groups, stride, nb, j, passes);
+      }
+      const next_pair_share* ahead = share ? &*share : nullptr;
+      if (n_tokens - 2 * j >= 2) return decode_groups<S, 2>(groups, nb, xb, corr.data(), 2 * j, w.out, j == 0, ahead, ys);
+      decode_groups<S, 1>(groups, nb, xb, corr.data(), 2 * j, w.out, j == 0, ahead, ys);
     };
     by_group_pairs<8>(
         w.out / 8, passes, y, pool, group_at,
