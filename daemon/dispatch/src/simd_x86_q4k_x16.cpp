@@ -55,7 +55,10 @@ SPITE_AVX512 inline __m512i pair_min(const std::byte* blk, int j, std::int32_t s
 }
 
 // Pair j's share, a tenth of its lines, of the super-block `Ahead` ahead (in this group or the
-// next). Decode fetches two ahead; the batch tiles four: two left four sequences decoding
+// next). Decode fetches three ahead (Zen 5, `bench --matmul Q4_K:2048:5632`, `5632:2048` and
+// `2048:2048 --cold`, three rounds alternated, share of a plain read of the same bytes: one
+// thread 87-92 % at two ahead, 93-95 % at three, 89-91 % at four, 77-85 % at one; two threads
+// 94-97 % at two and three, 93-94 % at four); the batch tiles four: two left four sequences decoding
 // together waiting on memory (TinyLlama Q4_K_M, `--parallel 4`, two threads, alternated in one
 // binary: 215 / 240 -> 251 / 259 t/s in total), while one sequence measured the same either way.
 template <std::size_t Ahead>
@@ -92,7 +95,7 @@ struct unpacked_pair {
 };
 
 // One activation row with the GEMV's float order: a super-block's sums collected as integers,
-// then one fma each for the quants and the mins. The super-block two ahead is prefetched, a
+// then one fma each for the quants and the mins. The super-block three ahead is prefetched, a
 // tenth of its lines per pair: fetching the whole next group instead cost 10-40 % of the
 // bandwidth (alternated in one process with a plain read of the same bytes: Q4_K:5632:2048, one
 // thread, 87-90 % of it without, 59-61 % with), while two blocks ahead, three rounds
@@ -104,7 +107,7 @@ SPITE_AVX512 void gemv16(const std::byte* group, std::int64_t nb, const gguf::bl
     const pair_sums ps(x[b]);
     __m512i is = _mm512_setzero_si512(), ms = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
-      fetch_ahead<2>(blk, j);
+      fetch_ahead<3>(blk, j);
       const unpacked_pair p(blk, j);
       is = _mm512_add_epi32(is, p.scaled_sum(blk, x[b], j));
       ms = _mm512_add_epi32(ms, pair_min(blk, j, ps.of(j)));
@@ -141,7 +144,7 @@ SPITE_AVX512 void gemv16_rows(const std::byte* group, std::int64_t nb, const ggu
       is[k] = ms[k] = _mm512_setzero_si512();
     }
     for (int j = 0; j < 4; ++j) {
-      fetch_ahead<2>(blk, j);
+      fetch_ahead<3>(blk, j);
       const unpacked_pair p(blk, j);
 #pragma GCC unroll 4
       for (int k = 0; k < K; ++k) {

@@ -62,7 +62,10 @@ SPITE_AVX512 inline void row_pair_picks(__m512i (&pick)[4]) {
 }
 
 // Block b's share of the bytes `Spans` spans ahead (in this group or the next). The AVX-512
-// kernels fetch 4 spans (4.3 KB) ahead; the 256-bit ones 8 (8.7 KB): on a Zen 3 core (AVX2
+// batch tiles fetch 4 spans (4.3 KB) ahead, the AVX-512 decode 3 (3.3 KB: on a Zen 5 core,
+// `bench --matmul Q8_0:2048:5632` and `5632:2048 --cold`, three rounds alternated, one thread
+// read 88-91 % of a plain read of the same bytes at 4 spans, 90-93 % at 3 and 86-91 % at 2; two
+// threads 88-95 % / 94-97 %); the 256-bit ones 8 (8.7 KB): on a Zen 3 core (AVX2
 // alone) `bench --matmul Q8_0:2048:5632 --cold -t 1` read 75-77 % of a plain read of the same
 // bytes at 4 spans and 88-90 % at 8 (12-32 spans: 82-89 %; prefetcht1 / t2 / nta as t0). The
 // function has no target attribute so that every kernel set inlines it (as an AVX-512 function
@@ -155,7 +158,7 @@ SPITE_AVX512 void decode_groups(const std::byte* const* groups, std::int64_t nb,
     if (share != nullptr) share->step(b);
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
-      if (fetch) fetch_ahead(groups[s], b);
+      if (fetch) fetch_ahead<3>(groups[s], b);
       __m512i w[4];
       const __m256 dw = load_block(groups[s], b, w);
 #pragma GCC unroll 2
