@@ -58,7 +58,7 @@ SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs
   }
 }
 
-// Group g's 8 lanes; the super-block three ahead (8.4 KB) prefetched a few lines at a time. Two
+// Group g's 8 lanes; the super-block three ahead (8.6 KB) prefetched a few lines at a time. Two
 // ahead left this kernel's arithmetic and its reads mostly one after the other
 // (Q5_K:2048:11264 from memory, alternated: one thread 0.58 -> 0.49-0.54 ms, two threads
 // 0.297-0.341 -> 0.229-0.246 ms; four ahead between them). Five ahead (14 KB) until a later Zen
