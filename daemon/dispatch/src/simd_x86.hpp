@@ -1,6 +1,7 @@
 // Shared pieces of the x86 SIMD kernels (simd_x86_*.cpp): the target attributes, lane
 // helpers, the activation batch of the Q8_0 family, the load-time packed layouts and the
-// per-file entry points (how the work is split over the threads: simd_x86_split.hpp).
+// per-file entry points (how the work is split over the threads: simd_x86_split.hpp; software
+// prefetch: simd_x86_prefetch.hpp).
 // Internal to spite::dispatch; x86-64 only.
 #pragma once
 
@@ -26,6 +27,8 @@
 #define SPITE_AVX2 __attribute__((target("avx2,fma,f16c")))
 // AVX-VNNI: VPDPBUSD on 256-bit vectors (Intel's client cores from Alder Lake on, Zen 5).
 #define SPITE_AVX_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+
+#include "simd_x86_prefetch.hpp"
 
 namespace spite::dispatch::cpu::x86 {
 
@@ -237,90 +240,6 @@ SPITE_AVX2 inline void store_tile_lanes(const float (&acc)[K][8][8], std::int64_
 #pragma GCC unroll 4
   for (int k = 0; k < K; ++k) store_lanes_from(acc[k], y8 + (t0 + k) * out);
 }
-
-// Software prefetches as volatile asm, not _mm_prefetch: GCC 12 deletes a loop of
-// __builtin_prefetch calls when it sees no other effect in it (a prefetch loop behind a runtime
-// condition vanished from every tile that inlined it, at -O2 and -O3), and a deleted prefetch
-// fails no test: decode just streams 30-50 % slower.
-inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p))); }
-
-// Decode streams each weight once. A group of rows is a contiguous region and the next group
-// follows it, so while one group is multiplied the next one is prefetched at the same pace:
-// rows of a few KiB are too short for the hardware prefetchers to ramp up on by themselves.
-// Decode of the AVX-512 layouts (packed Q4_0 and Q8_0, 16-row Q4_K, Q5_K, Q6_K) instead fetches a
-// few KB ahead of where it reads, a block's share at a time, which measured better than both the
-// next group and the hardware prefetchers alone (docs/performance.md); Q6_K in 4-row groups
-// decodes without software prefetch.
-
-// Every line of [p, p + Bytes) fetched by a fixed number of prefetches, one per 64 bytes and one
-// at the last byte (where p is not on a line's start, that is the one more line it touches): no
-// loop over the lines, whose count depends on where p lies. Such a loop's compare and branch per
-// line cost a decode loop as much as its prefetches (Q6_K:2048:2048, one row from the caches, one
-// thread, AVX2, Zen 3: 0.123 -> 0.114 ms; Q5_K:2048:256 0.0177 -> 0.0142).
-template <std::size_t Bytes>
-inline void prefetch_span(const void* p) {
-  const char* c = static_cast<const char*>(p);
-#pragma GCC unroll 16
-  for (std::size_t off = 0; off < Bytes; off += 64) prefetch_l1(c + off);
-  prefetch_l1(c + Bytes - 1);
-}
-
-// Part `part` (of 8) of the block `Ahead` blocks of `Block` bytes past blk: the 8-row layouts'
-// decode fetches, spread over a block's 8 sub-blocks (their stream continues into the next group
-// of rows, so a group's last blocks fetch the next one's first).
-template <std::size_t Block, std::size_t Ahead>
-inline void fetch_eighth_ahead(const std::byte* blk, int part) {
-  prefetch_span<(Block + 7) / 8>(blk + Ahead * Block + static_cast<std::size_t>(part) * Block / 8);
-}
-
-struct next_group_prefetch {
-  const char* next;
-  std::size_t per_block;  // bytes of the next group to touch per block step
-  next_group_prefetch(const std::byte* group_end, std::size_t group_bytes, std::int64_t nb)
-      : next(reinterpret_cast<const char*>(group_end)), per_block((group_bytes + static_cast<std::size_t>(nb) - 1) / static_cast<std::size_t>(nb)) {}
-  SPITE_AVX2 void step(std::int64_t b) const {
-    const std::size_t begin = static_cast<std::size_t>(b) * per_block;
-    for (std::size_t off = begin; off < begin + per_block; off += 64) prefetch_l1(next + off);
-  }
-  // The same where every block of the group is Block bytes (per_block), part `part` of Parts
-  // of it, by prefetch_span.
-  template <std::size_t Block, int Parts = 1>
-  SPITE_AVX2 void step_fixed(std::int64_t b, int part = 0) const {
-    prefetch_span<(Block + Parts - 1) / Parts>(next + static_cast<std::size_t>(b) * Block + static_cast<std::size_t>(part) * Block / Parts);
-  }
-  // Part `part` of `parts` of block b's share. A block's whole share issued at once (18 lines
-  // for a packed Q4_K group) fills the core's miss buffers and stalls it on the prefetches;
-  // spread over the block's work, the fetches overlap the multiplications.
-  SPITE_AVX2 void step(std::int64_t b, int part, int parts) const {
-    const std::size_t base = static_cast<std::size_t>(b) * per_block;
-    const std::size_t begin = base + per_block * static_cast<std::size_t>(part) / static_cast<std::size_t>(parts);
-    const std::size_t end = base + per_block * static_cast<std::size_t>(part + 1) / static_cast<std::size_t>(parts);
-    for (std::size_t off = begin & ~std::size_t{63}; off < end; off += 64) prefetch_l1(next + off);
-  }
-};
-
-// Small batches over a pair of groups (by_group_pairs) take several passes over the pair: the
-// first streams it from memory, the later ones find it in the caches. Pass `pass` of `passes`
-// fetches its share of the next pair (the groups that follow each of the two, `stride` bytes
-// apart) at the pace of its nb blocks, so the memory is read through every pass instead of the
-// first alone. Q8_0:2048:5632 x 4 rows from memory, AVX-512, Zen 5, three rounds alternated:
-// two threads 0.33-0.34 -> 0.31 ms, one 0.49 -> 0.37 (into L2 alone, prefetcht1, the same);
-// TinyLlama Q8_0, four sequences, two threads: 132 -> 153 t/s (3.1-3.25x -> 3.6-3.7x one).
-struct next_pair_share {
-  const char* next[2];
-  std::size_t begin, per_block;
-  next_pair_share(const std::byte* const* groups, std::size_t stride, std::int64_t nb, std::int64_t pass, std::int64_t passes)
-      : next{reinterpret_cast<const char*>(groups[0] + stride), reinterpret_cast<const char*>(groups[1] + stride)},
-        begin(stride * static_cast<std::size_t>(pass) / static_cast<std::size_t>(passes)),
-        per_block((stride + static_cast<std::size_t>(passes * nb) - 1) / static_cast<std::size_t>(passes * nb)) {}
-  SPITE_AVX2 void step(std::int64_t b) const {
-    const std::size_t from = begin + static_cast<std::size_t>(b) * per_block, to = from + per_block;
-    for (std::size_t off = from & ~std::size_t{63}; off < to; off += 64) {
-      prefetch_l1(next[0] + off);
-      prefetch_l1(next[1] + off);
-    }
-  }
-};
 
 // The R rows of a decode tile in the file's layout: o, o + 1, ..., or with Split R / 2 from o
 // beside R / 2 from o2 (two regions read in step, by_row_pair_streams); and the rows after
