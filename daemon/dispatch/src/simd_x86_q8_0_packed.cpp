@@ -75,6 +75,11 @@ inline void fetch_ahead(const std::byte* group, std::int64_t b) {
   const std::size_t begin = static_cast<std::size_t>(b) * (span_bytes / span_blocks) + Spans * span_bytes;
   for (std::size_t off = begin & ~std::size_t{63}; off < begin + span_bytes / span_blocks; off += 64) prefetch_l1(group + off);
 }
+// The same as a fixed span of prefetches (no loop over the lines).
+template <int Spans>
+inline void fetch_ahead_span(const std::byte* group, std::int64_t b) {
+  prefetch_span<span_bytes / span_blocks>(group + static_cast<std::size_t>(b) * (span_bytes / span_blocks) + Spans * span_bytes);
+}
 
 // Activation block i against a block of the group's 8 rows (quants w, f16 scales widened in dw):
 // acc[p] holds rows 2p and 2p + 1, one fma per lane with d_w * d_x as the reference.
