@@ -7,7 +7,7 @@ add_dependencies(test_devices spitectl)
 
 # The built-in CPU kernels: SIMD matmuls against the reference implementations (internal header).
 spite_add_catch_test(test_cpu_kernels
-  SOURCES unit/dispatch/cpu_kernels_test.cpp unit/dispatch/simd_math_test.cpp unit/dispatch/load_workers_test.cpp
+  SOURCES unit/dispatch/cpu_kernels_test.cpp unit/dispatch/fetch_distances_test.cpp unit/dispatch/simd_math_test.cpp unit/dispatch/load_workers_test.cpp
           unit/dispatch/cpu_ops_test.cpp
   DEPS spite::dispatch)
 target_include_directories(test_cpu_kernels PRIVATE "${PROJECT_SOURCE_DIR}/daemon/dispatch/src")

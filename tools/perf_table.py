@@ -114,7 +114,8 @@ def main():
                 batched.append((t, th, b, json.loads(out)))
             os.remove(model)
 
-    kernels = sorted({r.get("cpu_kernels", "") for _, _, r in rows} - {""})
+    kernels = sorted({r.get("cpu_kernels", "") + (f" (decode fetch {r['cpu_decode_fetch']})" if r.get("cpu_decode_fetch") else "")
+                      for _, _, r in rows} - {""})
     made_by = f" CPU kernels: {', '.join(kernels)}." if kernels else ""
     lines = [f"Shape `{a.shape}`, random weights from `spitectl mkmodel`; `spitectl bench -p {a.p} -n {a.n} -r {a.r}`.{made_by}",
              "",

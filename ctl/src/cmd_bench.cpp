@@ -66,10 +66,12 @@ void print_machine(const json& r) {
   }
 }
 
-// ", CPU kernels avx2" (the instruction set of the built-in kernels that took the work).
+// ", CPU kernels avx2" (the instruction set of the built-in kernels that took the work), and the
+// table of decode fetch distances they took: ", CPU kernels avx512-vnni (decode fetch zen4)".
 std::string kernels_note(const json& r) {
-  const std::string set = r.value("cpu_kernels", "");
-  return set.empty() ? std::string() : ", CPU kernels " + set;
+  const std::string set = r.value("cpu_kernels", ""), fetch = r.value("cpu_decode_fetch", "");
+  if (set.empty()) return {};
+  return ", CPU kernels " + set + (fetch.empty() ? std::string() : " (decode fetch " + fetch + ")");
 }
 
 // --profile: the ops of a pass (a decode step, a prefill), the longest first; what the ops'

@@ -141,6 +141,7 @@ nlohmann::json attention_report::to_json() const {
           {"threads", threads},
           {"reps", reps},
           {"cpu_kernels", dispatch::cpu_kernel_set()},
+          {"cpu_decode_fetch", dispatch::cpu_decode_fetch()},
           {"kv_bytes", kv_bytes},
           {"copies", copies},
           {"visible_pairs", visible_pairs},

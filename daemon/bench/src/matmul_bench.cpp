@@ -161,6 +161,7 @@ nlohmann::json matmul_report::to_json() const {
           {"threads", threads},
           {"reps", reps},
           {"cpu_kernels", dispatch::cpu_kernel_set()},
+          {"cpu_decode_fetch", dispatch::cpu_decode_fetch()},
           {"weight_bytes", weight_bytes},
           {"packed_bytes", packed_bytes},
           {"copies", copies},

@@ -349,6 +349,7 @@ nlohmann::json bench_report::to_json() const {
           {"flash_attn", flash_attn},
           {"reps", reps},
           {"cpu_kernels", dispatch::cpu_kernel_set()},
+          {"cpu_decode_fetch", dispatch::cpu_decode_fetch()},
           {"n_prompt", n_prompt},
           {"n_gen", n_gen},
           {"depth", depth},

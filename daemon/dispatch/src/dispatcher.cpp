@@ -170,6 +170,8 @@ const char* cpu_kernel_set() noexcept {
 #endif
 }
 
+const char* cpu_decode_fetch() noexcept { return cpu::has_avx512_kernels() ? cpu::avx512_decode_fetch() : ""; }
+
 const op_table& cpu_reference_ops() {
   static const op_table table{cpu::matmul, cpu::rms_norm, cpu::attention,  cpu::rope,         cpu::swiglu,
                               cpu::geglu,  cpu::swiglu_oai, cpu::matmul_parts, cpu::attention_many, true};

@@ -35,6 +35,9 @@ std::span<const exact_matmul> fast_matmuls();
 // the reference's bits) and for comparing them: simd_x86_avx512.cpp.
 bool has_avx512_kernels();
 void set_avx512(bool allowed) noexcept;
+// The fetch distances the AVX-512 decode kernels take here ("default", "zen4", ...:
+// simd_x86_fetch_ahead.cpp); empty on other processors.
+const char* avx512_decode_fetch() noexcept;
 // Whether the grid i-quants' one-row dots run with AVX-512 VBMI (set_avx512 switches them too):
 // simd_x86_iquant_grid_avx512.cpp.
 bool has_avx512_grid_kernels();

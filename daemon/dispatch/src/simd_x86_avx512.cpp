@@ -263,6 +263,7 @@ bool avx512_allowed() { return g_allowed.load(std::memory_order_relaxed); }
 
 bool has_avx512_kernels() { return x86::avx512_q4_K_tiles() != nullptr; }
 void set_avx512(bool allowed) noexcept { g_allowed = allowed; }
+const char* avx512_decode_fetch() noexcept { return x86::decode_fetch_profile(); }
 
 }  // namespace spite::dispatch::cpu
 
@@ -271,6 +272,7 @@ void set_avx512(bool allowed) noexcept { g_allowed = allowed; }
 namespace spite::dispatch::cpu {
 bool has_avx512_kernels() { return false; }
 void set_avx512(bool) noexcept {}
+const char* avx512_decode_fetch() noexcept { return ""; }
 }  // namespace spite::dispatch::cpu
 
 #endif

@@ -159,6 +159,9 @@ SPITE_AVX512 inline void x16_fetch_ahead(const std::byte* blk) {
 // group_base; results `out` floats apart from y16.
 using x16_tile_fn = void (*)(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
                              std::int64_t out, float* y16);
+// One activation row (x) against two groups read in step, block by block (two streams): results
+// at y16[0] and y16[1].
+using x16_pair_fn = void (*)(const std::byte* const* groups, std::int64_t nb, const gguf::block_q8_K* x, float* const* y16);
 
 // fn(group, t0, t1, o) for each group of 16 rows (its packed bytes at `group`, `group_bytes`
 // apart, its first row o) and each block of activation rows [t0, t1) (rows of `x_row_bytes`),
@@ -176,6 +179,18 @@ template <class Fn>
 void x16_for_groups_k(const weight& w, std::size_t block_bytes, std::int64_t n_tokens, thread_pool& pool, Fn fn) {
   const auto nb = static_cast<std::size_t>(w.in / qkk);
   x16_for_groups(w, nb * block_bytes, nb * sizeof(gguf::block_q8_K), n_tokens, pool, fn);
+}
+
+// Decode of one activation row (x) over a 16-row K-quant layout as two streams, the matrix's
+// first half beside its second (by_group_pairs): `pair` for each pair of groups, `one` for the
+// last group of an odd count.
+inline void x16_decode_pairs(const gguf::block_q8_K* x, std::int64_t nb, std::size_t block_bytes, const weight& w, float* y,
+                             thread_pool& pool, x16_pair_fn pair, x16_tile_fn one) {
+  const std::size_t group_bytes = static_cast<std::size_t>(nb) * block_bytes;
+  by_group_pairs<16>(
+      w.out / 16, 1, y, pool, [&](std::int64_t g) { return w.packed + static_cast<std::size_t>(g) * group_bytes; },
+      [&](const std::byte* const* both, std::int64_t, float* const* ys) { pair(both, nb, x, ys); },
+      [&](const std::byte* group, std::int64_t, float* y16) { one(group, nb, x, nb, w.out, y16); });
 }
 
 // A matmul on a 16-row layout of `block_bytes` per group and super-block: each group against

@@ -28,7 +28,9 @@
 namespace spite::dispatch::cpu::x86 {
 namespace {
 
-constexpr std::size_t fetch_distance = 16;  // blocks of 16 rows ahead that decode prefetches
+// Blocks of 16 rows ahead that the batch tiles prefetch (decode: decode_fetch.legacy, by default
+// the same).
+constexpr std::size_t batch_fetch_blocks = 16;
 
 template <class Block>
 using format16 = legacy_layout<Block, 16>;
@@ -97,7 +99,7 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const typename
     // one after the other (TYPE:2048:11264 from memory, alternated, two threads: Q5_1
     // 0.378-0.382 -> 0.353-0.364 ms, Q5_0 0.341-0.351 -> 0.318-0.328, Q4_1 0.321-0.344 ->
     // 0.296-0.309; one thread Q5_1 0.76-0.79 -> 0.65-0.72; 24 ahead slower again).
-    for (std::size_t off = 0; off < f::bytes; off += cache_line) prefetch_l1(blk + fetch_distance * f::bytes + off);
+    for (std::size_t off = 0; off < f::bytes; off += cache_line) prefetch_l1(blk + batch_fetch_blocks * f::bytes + off);
     __m512i nib[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) nib[i] = _mm512_loadu_si512(blk + f::nibbles_at + 64 * i);
@@ -134,6 +136,7 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
   x16_zero<S>(acc);
 #pragma GCC unroll 2
   for (int s = 0; s < S; ++s) summs[s] = _mm512_setzero_ps();
+  const auto ahead = static_cast<std::size_t>(decode_fetch.legacy);
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::size_t at[1] = {static_cast<std::size_t>(t * nb + b)};
     const __m512 dx = _mm512_set1_ps(xb.d[at[0]]);
@@ -142,7 +145,9 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
       const std::byte* blk = groups[s] + static_cast<std::size_t>(b) * f::bytes;
-      for (std::size_t off = 0; off < f::bytes; off += cache_line) prefetch_l1(blk + fetch_distance * f::bytes + off);
+      if (ahead != 0) {
+        for (std::size_t off = 0; off < f::bytes; off += cache_line) prefetch_l1(blk + ahead * f::bytes + off);
+      }
       __m512i nib[4];
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) nib[i] = _mm512_loadu_si512(blk + f::nibbles_at + 64 * i);

@@ -87,15 +87,15 @@ SPITE_AVX512 inline __m512i lane(const activations& a, std::size_t i, int L, con
   }
 }
 
-// Block b's share (a quarter) of the span four ahead: the hardware prefetchers alone lag behind
-// a stream of groups.
-SPITE_AVX512 inline void fetch_ahead(const std::byte* span, std::int64_t b) {
+// Block b's share (a quarter) of the span `ahead` on (decode_fetch.mxfp4, by default four): the
+// hardware prefetchers alone lag behind a stream of groups.
+SPITE_AVX512 inline void fetch_ahead(const std::byte* span, std::int64_t b, std::size_t ahead) {
   const int j = static_cast<int>(b % span_blocks);
-  for (int l = 5 * j; l < std::min(5 * j + 5, 17); ++l) prefetch_l1(span + 4 * x16_span + cache_line * l);
+  for (int l = 5 * j; l < std::min(5 * j + 5, 17); ++l) prefetch_l1(span + ahead * x16_span + cache_line * l);
 }
 
 // S groups read in step (S = 2: two streams, by_group_pairs) against K activation rows from t0;
-// with `fetch` each block fetches its share of the span four ahead. 16 float lanes per
+// with `fetch` each block fetches its share of the span decode_fetch.mxfp4 ahead. 16 float lanes per
 // activation row and group, each touched once per block.
 template <int S, int K>
 SPITE_AVX512 void tile(const std::byte* const* groups, std::int64_t nb, const activations& a, std::int64_t t0, std::int64_t out,
@@ -118,6 +118,7 @@ SPITE_AVX512 void tile(const std::byte* const* groups, std::int64_t nb, const ac
     }
   }
   if constexpr (in_memory) std::memset(memory, 0, sizeof memory);
+  const std::size_t ahead = fetch ? static_cast<std::size_t>(decode_fetch.mxfp4) : 0;
   const std::int64_t paired = nb & ~std::int64_t{1};
   for (std::int64_t b0 = 0; b0 < paired; b0 += 2) {
 #pragma GCC unroll 2
@@ -127,7 +128,7 @@ SPITE_AVX512 void tile(const std::byte* const* groups, std::int64_t nb, const ac
 #pragma GCC unroll 2
       for (int s = 0; s < S; ++s) {
         const std::byte* span = groups[s] + static_cast<std::size_t>(b / span_blocks) * x16_span;
-        if (fetch) fetch_ahead(span, b);
+        if (ahead != 0) fetch_ahead(span, b, ahead);
         const __m512 dw = scales16(span + 16 * j);
         __m512i chunk[8], start[8];
         unpack<Signed>(span + x16_quants + x16_block_quants * j, chunk, start);

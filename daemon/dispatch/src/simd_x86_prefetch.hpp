@@ -30,6 +30,32 @@ inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*s
 // next group and the hardware prefetchers alone (docs/performance.md); Q6_K in 4-row groups
 // decodes without software prefetch.
 
+// How far ahead of where they read the AVX-512 decode kernels fetch their weights, each in its
+// own blocks; 0 leaves the stream to the hardware prefetchers. The best distance is the core's
+// own: on Zen 5 guests these defaults read 89-95 % of a plain read of the same bytes where the
+// hardware prefetchers alone read 67-88 %, while on a Zen 4 guest the same prefetches cost
+// packed Q4_0 a quarter of its pace (one thread 65-73 % of a plain read, none 88-92 %).
+// Chosen once per process for the processor (simd_x86_fetch_ahead.cpp); SPITE_CPU_FETCH
+// overrides it.
+struct decode_fetch_distances {
+  int q4_0 = 6;     // packed Q4_0 and IQ4_NL, 16-row groups: pairs of blocks (576 bytes)
+  int q8_0 = 3;     // packed Q8_0: spans of 32 blocks of 8 rows (1088 bytes)
+  int q4_k = 3;     // 16-row super-blocks from here on (Q4_K: 2304 bytes)
+  int q5_k = 3;     // 2880 bytes
+  int q3_k = 5;     // 1856 bytes
+  int q6_k = 2;     // 3360 bytes
+  int q2_k = 2;     // 1344 bytes
+  int iq4_xs = 5;   // 2176 bytes
+  int legacy = 16;  // Q5_0, Q4_1 and Q5_1 16-row blocks (352-384 bytes)
+  int mxfp4 = 4;    // MXFP4 16-row spans
+  // Streams the 16-row Q4_K decode reads a matrix as: 1 (a group after the other) or 2 (a group
+  // of the first half beside one of the second, a super-block of each in turn).
+  int q4_k_streams = 1;
+};
+extern decode_fetch_distances decode_fetch;
+// "default", "zen4", and "+SPITE_CPU_FETCH" after it when the environment changed any.
+const char* decode_fetch_profile() noexcept;
+
 // Every line of [p, p + Bytes) fetched by a fixed number of prefetches, one per 64 bytes and one
 // at the last byte (where p is not on a line's start, that is the one more line it touches): no
 // loop over the lines, whose count depends on where p lies. Such a loop's compare and branch per

@@ -48,12 +48,16 @@ SPITE_AVX512 inline void super_block(const std::byte* blk, const gguf::block_q8_
   __m512i is[K][2], ms[K][2];
 #pragma GCC unroll 4
   for (int k = 0; k < K; ++k) is[k][0] = is[k][1] = ms[k][0] = ms[k][1] = _mm512_setzero_si512();
+  const auto ahead = static_cast<std::size_t>(decode_fetch.q2_k);
 #pragma GCC unroll 8
   for (int p = 0; p < 8; ++p) {
-    // The super-block two ahead, 3 of its 21 lines per pair of sub-blocks: the hardware
-    // prefetchers alone lag behind a stream this dense in lines (as in simd_x86_q6k_x16.cpp).
+    // The super-block decode_fetch.q2_k ahead (by default two), 3 of its 21 lines per pair of
+    // sub-blocks: the hardware prefetchers alone lag behind a stream this dense in lines (as in
+    // simd_x86_q6k_x16.cpp).
     constexpr int lines = static_cast<int>(x16_block / cache_line);
-    for (int l = 3 * p; l < std::min(3 * p + 3, lines); ++l) prefetch_l1(blk + 2 * x16_block + cache_line * l);
+    if (ahead != 0) {
+      for (int l = 3 * p; l < std::min(3 * p + 3, lines); ++l) prefetch_l1(blk + ahead * x16_block + cache_line * l);
+    }
     __m512i chunks[2][4];
 #pragma GCC unroll 2
     for (int s = 0; s < 2; ++s) {

@@ -47,17 +47,20 @@ SPITE_AVX512 inline void unpack_block(const std::byte* quants, __m512i table, __
   }
 }
 
-// Block h of a pair's share of the pair 6 ahead (3.5 KB), half its lines: the hardware
-// prefetchers alone lag behind such a stream. On a Zen 5 core (`bench --matmul Q4_0:2048:5632`
-// and `5632:2048 --cold`, three rounds alternated, share of a plain read of the same bytes) one
-// thread read 87-88 % at 8 pairs ahead, 89-91 % at 6, 83-84 % at 4, 80-82 % at 12-16 (and at 8
-// into L2 alone, prefetcht1: 76-80 %); two threads 90-93 %, 93-95 %, 96 %, 91-95 %.
-inline void fetch_ahead(const std::byte* pair, std::size_t h) {
-  for (std::size_t l = 5 * h; l < 5 + 4 * h; ++l) prefetch_l1(pair + 6 * x16_pair + cache_line * l);
+// Block h of a pair's share of the pair `ahead` pairs on, half its lines. Batches fetch 6 ahead
+// (3.5 KB), and so does decode (decode_fetch.q4_0) where the hardware prefetchers alone lag
+// behind such a stream: on a Zen 5 core (`bench --matmul Q4_0:2048:5632` and `5632:2048 --cold`,
+// three rounds alternated, share of a plain read of the same bytes) one thread read 87-88 % at 8
+// pairs ahead, 89-91 % at 6, 83-84 % at 4, 80-82 % at 12-16 (and at 8 into L2 alone, prefetcht1:
+// 76-80 %); two threads 90-93 %, 93-95 %, 96 %, 91-95 %. A Zen 4 core's decode reads best with
+// none (one thread 90-93 % against 70-81 % at 1-6 pairs).
+constexpr std::size_t batch_fetch_pairs = 6;
+inline void fetch_ahead(const std::byte* pair, std::size_t h, std::size_t ahead) {
+  for (std::size_t l = 5 * h; l < 5 + 4 * h; ++l) prefetch_l1(pair + ahead * x16_pair + cache_line * l);
 }
 
 // K activation rows from t0 against a group of 16 rows; with `fetch`, each block fetches its
-// share of the pair 8 ahead, as decode16 does (the first tile of a group and block of
+// share of the pair 6 ahead (batch_fetch_pairs; the first tile of a group and block of
 // activation rows, which reads the group from memory; the later ones find it in the caches).
 // Without it, four sequences decoding together (`bench --parallel 4`, TinyLlama Q4_0, two
 // threads, Zen 5) ran at 149-151 t/s, compute and memory one after the other (Q4_0:2048:11264,
@@ -72,7 +75,7 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* pair = group + static_cast<std::size_t>(b / 2) * x16_pair;
     const std::size_t h = static_cast<std::size_t>(b % 2);
-    if (fetch) fetch_ahead(pair, h);
+    if (fetch) fetch_ahead(pair, h, batch_fetch_pairs);
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * h)));
     __m512i chunk[8];
     unpack_block<Nl>(pair + x16_quants + 256 * h, table, chunk);
@@ -98,8 +101,8 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
 
 // Decode and small batches: K activation rows from t0 against S groups read in step, block by
 // block (S = 2: a group of the matrix's first half beside one of its second, by_group_pairs),
-// each activation dword broadcast once for them; each group's pair 8 ahead fetched meanwhile
-// (fetch_ahead). As one stream one activation row read 80-84 % of a plain read of the same
+// each activation dword broadcast once for them; each group's pair decode_fetch.q4_0 ahead
+// fetched meanwhile (fetch_ahead). As one stream one activation row read 80-84 % of a plain read of the same
 // bytes from memory for rows of 4096 elements and more (Q4_0:5632:2048 and 8192:2048, one
 // thread, Zen 5) against 85-95 % for 2048; as two, 92-98 % for all (`spitectl bench --matmul
 // ... --cold`, docs/performance.md). Four rows share each broadcast between the two groups:
@@ -114,6 +117,7 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) acc[s][k] = _mm512_setzero_ps();
   }
+  const auto ahead = static_cast<std::size_t>(decode_fetch.q4_0);
   for (std::int64_t b = 0; b < nb; ++b) {
     if (share != nullptr) share->step(b);
     const std::size_t h = static_cast<std::size_t>(b % 2);
@@ -122,7 +126,7 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
       const std::byte* pair = groups[s] + static_cast<std::size_t>(b / 2) * x16_pair;
-      fetch_ahead(pair, h);
+      if (ahead != 0) fetch_ahead(pair, h, ahead);
       dw[s] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * h)));
       unpack_block<Nl>(pair + x16_quants + 256 * h, table, chunk[s]);
     }

@@ -54,17 +54,16 @@ SPITE_AVX512 inline __m512i pair_min(const std::byte* blk, int j, std::int32_t s
   return _mm512_madd_epi16(mins, _mm512_set1_epi32(sums));
 }
 
-// Pair j's share, a tenth of its lines, of the super-block `Ahead` ahead (in this group or the
-// next). Decode fetches three ahead (Zen 5, `bench --matmul Q4_K:2048:5632`, `5632:2048` and
+// Pair j's share, a tenth of its lines, of the super-block `ahead` on (in this group or the
+// next). Decode fetches decode_fetch.q4_k ahead, by default three (Zen 5, `bench --matmul Q4_K:2048:5632`, `5632:2048` and
 // `2048:2048 --cold`, three rounds alternated, share of a plain read of the same bytes: one
 // thread 87-92 % at two ahead, 93-95 % at three, 89-91 % at four, 77-85 % at one; two threads
 // 94-97 % at two and three, 93-94 % at four); the batch tiles four: two left four sequences decoding
 // together waiting on memory (TinyLlama Q4_K_M, `--parallel 4`, two threads, alternated in one
 // binary: 215 / 240 -> 251 / 259 t/s in total), while one sequence measured the same either way.
-template <std::size_t Ahead>
-SPITE_AVX512 inline void fetch_ahead(const std::byte* blk, int j) {
+SPITE_AVX512 inline void fetch_ahead(const std::byte* blk, int j, std::size_t ahead) {
   constexpr int lines = static_cast<int>(x16_block / cache_line);
-  for (int l = 10 * j; l < std::min(10 * j + 10, lines); ++l) prefetch_l1(blk + Ahead * x16_block + cache_line * l);
+  for (int l = 10 * j; l < std::min(10 * j + 10, lines); ++l) prefetch_l1(blk + ahead * x16_block + cache_line * l);
 }
 
 // The 8 chunks of pair j unpacked: lo[c] sub-block 2j, hi[c] sub-block 2j + 1.
@@ -100,23 +99,41 @@ struct unpacked_pair {
 // bandwidth (alternated in one process with a plain read of the same bytes: Q4_K:5632:2048, one
 // thread, 87-90 % of it without, 59-61 % with), while two blocks ahead, three rounds
 // interleaved, one thread read 39-42 GB/s against 30-37 without, two 54-70 against 58-63.
-SPITE_AVX512 void gemv16(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* x, float* y16) {
-  __m512 acc = _mm512_setzero_ps(), acc_min = _mm512_setzero_ps();
+template <int S>
+SPITE_AVX512 void gemv16(const std::byte* const* groups, std::int64_t nb, const gguf::block_q8_K* x, float* const* y16) {
+  // S = 2: two groups in step, a super-block of each in turn (x16_decode_pairs), where this
+  // core's table asks for two streams (decode_fetch.q4_k_streams). On a Zen 4 core with the
+  // hardware prefetchers alone one thread read 81-87 % of a plain read of the same bytes so,
+  // against 53-77 % as one stream at any fetch distance (`bench --matmul Q4_K:2048:5632` and
+  // `5632:2048 --cold`).
+  __m512 acc[S], acc_min[S];
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) acc[s] = acc_min[s] = _mm512_setzero_ps();
+  const auto ahead = static_cast<std::size_t>(decode_fetch.q4_k);
   for (std::int64_t b = 0; b < nb; ++b) {
-    const std::byte* blk = group + static_cast<std::size_t>(b) * x16_block;
     const pair_sums ps(x[b]);
-    __m512i is = _mm512_setzero_si512(), ms = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) {
-      fetch_ahead<3>(blk, j);
-      const unpacked_pair p(blk, j);
-      is = _mm512_add_epi32(is, p.scaled_sum(blk, x[b], j));
-      ms = _mm512_add_epi32(ms, pair_min(blk, j, ps.of(j)));
-    }
     const __m512 xd = _mm512_set1_ps(x[b].d);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(halves16(blk), xd), acc);
-    acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(halves16(blk + x16_dmin), xd), acc_min);
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) {
+      const std::byte* blk = groups[s] + static_cast<std::size_t>(b) * x16_block;
+      __m512i is = _mm512_setzero_si512(), ms = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        if (ahead != 0) fetch_ahead(blk, j, ahead);
+        const unpacked_pair p(blk, j);
+        is = _mm512_add_epi32(is, p.scaled_sum(blk, x[b], j));
+        ms = _mm512_add_epi32(ms, pair_min(blk, j, ps.of(j)));
+      }
+      acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(halves16(blk), xd), acc[s]);
+      acc_min[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(halves16(blk + x16_dmin), xd), acc_min[s]);
+    }
   }
-  _mm512_storeu_ps(y16, _mm512_sub_ps(acc, acc_min));
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) _mm512_storeu_ps(y16[s], _mm512_sub_ps(acc[s], acc_min[s]));
+}
+
+SPITE_AVX512 void gemv16_one(const std::byte* group, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t, std::int64_t,
+                             float* y16) {
+  gemv16<1>(&group, nb, x, &y16);
 }
 
 // K activation rows (the batch's rows past its GEMM rows: 2 or 3) each in gemv16's order, each
@@ -130,6 +147,7 @@ SPITE_AVX512 void gemv16_rows(const std::byte* group, std::int64_t nb, const ggu
   __m512 acc[K], acc_min[K];
 #pragma GCC unroll 4
   for (int k = 0; k < K; ++k) acc[k] = acc_min[k] = _mm512_setzero_ps();
+  const auto ahead = static_cast<std::size_t>(decode_fetch.q4_k);
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = group + static_cast<std::size_t>(b) * x16_block;
     const gguf::block_q8_K* x[K];
@@ -144,7 +162,7 @@ SPITE_AVX512 void gemv16_rows(const std::byte* group, std::int64_t nb, const ggu
       is[k] = ms[k] = _mm512_setzero_si512();
     }
     for (int j = 0; j < 4; ++j) {
-      fetch_ahead<3>(blk, j);
+      if (ahead != 0) fetch_ahead(blk, j, ahead);
       const unpacked_pair p(blk, j);
 #pragma GCC unroll 4
       for (int k = 0; k < K; ++k) {
@@ -188,7 +206,7 @@ SPITE_AVX512 void gemm16(const std::byte* group, std::int64_t nb, const gguf::bl
       for (int j = 0; j < 4; ++j) acc_min[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair_min(blk, j, ps.of(j))), dm, acc_min[k]);
     }
     for (int j = 0; j < 4; ++j) {
-      if (prefetch) fetch_ahead<4>(blk, j);
+      if (prefetch) fetch_ahead(blk, j, 4);
       const unpacked_pair p(blk, j);
 #pragma GCC unroll 4
       for (int k = 0; k < K; ++k) acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p.scaled_sum(blk, *x[k], j)), ds[k], acc[k]);
@@ -240,6 +258,10 @@ bool matmul_q4_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
                      thread_pool& pool) {
   if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qkk;
+  if (n_tokens == 1 && decode_fetch.q4_k_streams == 2) {
+    x16_decode_pairs(xq, nb, x16_block, w, y, pool, gemv16<2>, gemv16_one);
+    return true;
+  }
   x16_for_groups_k(w, x16_block, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
     float* yg = y + o;
     // The first tile of each block of activation rows fetches four super-blocks ahead (the GEMV
@@ -251,7 +273,7 @@ bool matmul_q4_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
     for (; t < t1 && t < ng; ++t) gemm16<1>(group, nb, xq, t, w.out, t == t0, yg);
     for (; t + 3 <= t1; t += 3) gemv16_rows<3>(group, nb, xq, t, w.out, yg);
     if (t1 - t == 2) gemv16_rows<2>(group, nb, xq, t, w.out, yg);
-    if (t1 - t == 1) gemv16(group, nb, xq + t * nb, yg + t * w.out);
+    if (t1 - t == 1) gemv16_one(group, nb, xq + t * nb, nb, w.out, yg + t * w.out);
   });
   return true;
 }

@@ -58,7 +58,7 @@ SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs
   }
 }
 
-// Group g's 8 lanes; the super-block three ahead (8.6 KB) prefetched a few lines at a time. Two
+// Group g's 8 lanes; the super-block decode_fetch.q5_k ahead (by default three, 8.6 KB) prefetched a few lines at a time. Two
 // ahead left this kernel's arithmetic and its reads mostly one after the other
 // (Q5_K:2048:11264 from memory, alternated: one thread 0.58 -> 0.49-0.54 ms, two threads
 // 0.297-0.341 -> 0.229-0.246 ms; four ahead between them). Five ahead (14 KB) until a later Zen
@@ -68,8 +68,9 @@ SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs
 template <int G, int T>
 SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i m5, __m512i (*lanes)[8]) {
   constexpr int lines = static_cast<int>(x16_block / cache_line);
-  constexpr std::size_t ahead = 3;
-  for (int j = 6 * G; j < std::min(6 * G + 6, lines); ++j) prefetch_l1(blk + ahead * x16_block + cache_line * j);
+  if (const auto ahead = static_cast<std::size_t>(decode_fetch.q5_k); ahead != 0) {
+    for (int j = 6 * G; j < std::min(6 * G + 6, lines); ++j) prefetch_l1(blk + ahead * x16_block + cache_line * j);
+  }
   // Row r's scale of group G as an int16 pair (dword r).
   const __m512i s = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + x16_scales + 16 * G)));
   const __m512i scales = _mm512_or_si512(s, _mm512_slli_epi32(s, 16));

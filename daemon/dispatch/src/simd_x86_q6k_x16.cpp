@@ -74,11 +74,16 @@ SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* x
   // Row r's sc[2G] and sc[2G + 1] as int16 (dword r), each then in both halves of the dword.
   const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * G)));
   const __m512i first = x16_pair_half<0>(pairs), second = x16_pair_half<1>(pairs);
-  // The super-block two ahead, 7 of its 53 lines per group. The hardware prefetchers alone fed
-  // this tile at 47-65 % of a plain read of the same bytes (Q6_K:5632:2048 from memory); two
-  // blocks ahead 92-98 % (one and two threads), four ahead 73-97 %.
+  // The super-block decode_fetch.q6_k ahead (by default two), 7 of its 53 lines per group. The
+  // hardware prefetchers alone fed this tile at 47-65 % of a plain read of the same bytes
+  // (Q6_K:5632:2048 from memory); two blocks ahead 92-98 % (one and two threads), four ahead
+  // 73-97 %. As two streams (a group of each half of the matrix in turn, as Q4_K's decode reads
+  // on a Zen 4 core) it read slower on both a Zen 5 core (76-81 % against 85-87 %) and a Zen 4
+  // one (62-66 % against 63-81 %, one thread).
   constexpr int lines = static_cast<int>(x16_block / cache_line);
-  for (int j = 7 * G; j < std::min(7 * G + 7, lines); ++j) prefetch_l1(blk + 2 * x16_block + cache_line * j);
+  if (const auto ahead = static_cast<std::size_t>(decode_fetch.q6_k); ahead != 0) {
+    for (int j = 7 * G; j < std::min(7 * G + 7, lines); ++j) prefetch_l1(blk + ahead * x16_block + cache_line * j);
+  }
   lane<8 * G + 0, T>(blk, xs, m4, m2, first, lanes);
   lane<8 * G + 1, T>(blk, xs, m4, m2, first, lanes);
   lane<8 * G + 2, T>(blk, xs, m4, m2, first, lanes);

@@ -61,19 +61,23 @@ SPITE_AVX512 inline void row_pair_picks(__m512i (&pick)[4]) {
   }
 }
 
-// Block b's share of the bytes `Spans` spans ahead (in this group or the next). The AVX-512
-// batch tiles fetch 4 spans (4.3 KB) ahead, the AVX-512 decode 3 (3.3 KB: on a Zen 5 core,
-// `bench --matmul Q8_0:2048:5632` and `5632:2048 --cold`, three rounds alternated, one thread
-// read 88-91 % of a plain read of the same bytes at 4 spans, 90-93 % at 3 and 86-91 % at 2; two
-// threads 88-95 % / 94-97 %); the 256-bit ones 8 (8.7 KB): on a Zen 3 core (AVX2
-// alone) `bench --matmul Q8_0:2048:5632 --cold -t 1` read 75-77 % of a plain read of the same
-// bytes at 4 spans and 88-90 % at 8 (12-32 spans: 82-89 %; prefetcht1 / t2 / nta as t0). The
-// function has no target attribute so that every kernel set inlines it (as an AVX-512 function
-// it was a call per block from the AVX2 kernels).
+// Block b's share of the bytes `spans` spans ahead (in this group or the next). The AVX-512
+// batch tiles fetch 4 spans (4.3 KB) ahead, the AVX-512 decode decode_fetch.q8_0: 3 (3.3 KB) by
+// default (on a Zen 5 core, `bench --matmul Q8_0:2048:5632` and `5632:2048 --cold`, three rounds
+// alternated, one thread read 88-91 % of a plain read of the same bytes at 4 spans, 90-93 % at 3
+// and 86-91 % at 2; two threads 88-95 % / 94-97 %), 1 on a Zen 4 core (one thread 70-74 %
+// against 64-69 % at 3 and 66-67 % with none); the 256-bit ones 8 (8.7 KB): on a Zen 3 core
+// (AVX2 alone) `bench --matmul Q8_0:2048:5632 --cold -t 1` read 75-77 % of a plain read of the
+// same bytes at 4 spans and 88-90 % at 8 (12-32 spans: 82-89 %; prefetcht1 / t2 / nta as t0).
+// The functions have no target attribute so that every kernel set inlines them (as an AVX-512
+// function it was a call per block from the AVX2 kernels).
+inline void fetch_ahead(const std::byte* group, std::int64_t b, std::size_t spans) {
+  const std::size_t begin = static_cast<std::size_t>(b) * (span_bytes / span_blocks) + spans * span_bytes;
+  for (std::size_t off = begin & ~std::size_t{63}; off < begin + span_bytes / span_blocks; off += 64) prefetch_l1(group + off);
+}
 template <int Spans = 4>
 inline void fetch_ahead(const std::byte* group, std::int64_t b) {
-  const std::size_t begin = static_cast<std::size_t>(b) * (span_bytes / span_blocks) + Spans * span_bytes;
-  for (std::size_t off = begin & ~std::size_t{63}; off < begin + span_bytes / span_blocks; off += 64) prefetch_l1(group + off);
+  fetch_ahead(group, b, Spans);
 }
 // The same as a fixed span of prefetches (no loop over the lines).
 template <int Spans>
@@ -141,8 +145,8 @@ SPITE_AVX512 void tile(const std::byte* group, std::int64_t nb, const q8_0_batch
 }
 
 // Decode and small batches: K activation rows from t0 against S groups read in step (S = 2: a
-// group of the matrix's first half beside one of its second, by_group_pairs), each fetching four
-// spans ahead in its own stream when `fetch` (the first pass over the pair); each group's rows
+// group of the matrix's first half beside one of its second, by_group_pairs), each fetching
+// decode_fetch.q8_0 spans ahead in its own stream when `fetch` (the first pass over the pair); each group's rows
 // see tile<K>'s operations in its order. A group's blocks go against all K rows before the next
 // group's, so its 4 loaded vectors and the K rows' accumulators are what the registers hold.
 template <int S, int K>
@@ -159,11 +163,12 @@ SPITE_AVX512 void decode_groups(const std::byte* const* groups, std::int64_t nb,
       for (int p = 0; p < 4; ++p) acc[s][k][p] = _mm512_setzero_ps();
     }
   }
+  const std::size_t spans = fetch ? static_cast<std::size_t>(decode_fetch.q8_0) : 0;
   for (std::int64_t b = 0; b < nb; ++b) {
     if (share != nullptr) share->step(b);
 #pragma GCC unroll 2
     for (int s = 0; s < S; ++s) {
-      if (fetch) fetch_ahead<3>(groups[s], b);
+      if (spans != 0) fetch_ahead(groups[s], b, spans);
       __m512i w[4];
       const __m256 dw = load_block(groups[s], b, w);
 #pragma GCC unroll 2

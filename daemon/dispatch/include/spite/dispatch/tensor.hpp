@@ -83,5 +83,9 @@ bool cpu_repack() noexcept;
 // "avx-vnni", "avx2", "neon-dotprod", or "reference" (portable C++ only). Benchmarks report it
 // beside their figures, since the same model runs at very different speeds on each.
 const char* cpu_kernel_set() noexcept;
+// The table of software-prefetch distances the kernels' decode takes on this processor
+// ("default", "zen4", with "+SPITE_CPU_FETCH" where the environment changed it), or "" where the
+// kernels take none: the best distance is the core's own.
+const char* cpu_decode_fetch() noexcept;
 
 }  // namespace spite::dispatch
