@@ -1,7 +1,7 @@
 // The decode kernels' fetch distances for this processor (decode_fetch_distances in
 // simd_x86_prefetch.hpp): a table per core where one was measured, the environment's changes on
 // top. SPITE_CPU_FETCH takes a profile name and/or KERNEL=VALUE items, comma-separated ("zen4",
-// "q4_0=0,q8_0=1", "default,q6_k=3,q4_k_streams=2"); an item it cannot read is reported on stderr
+// "q4_0=0,q8_0=1", "default,q6_k=3,q4_k_pairs=2"); an item it cannot read is reported on stderr
 // and skipped, so a typo costs speed, never a start.
 #include "simd_x86_fetch_ahead.hpp"
 
@@ -36,7 +36,7 @@ constexpr decode_fetch_distances zen4_distances() {
   d.iq4_xs = 2;
   d.legacy = 0;
   d.mxfp4 = 1;
-  d.q4_k_streams = 2;
+  d.q4_k_pairs = 64;  // at any thread count
   return d;
 }
 
@@ -54,7 +54,7 @@ constexpr std::array<field, 11> fields{{{"q4_0", &decode_fetch_distances::q4_0},
                                         {"iq4_xs", &decode_fetch_distances::iq4_xs},
                                         {"legacy", &decode_fetch_distances::legacy},
                                         {"mxfp4", &decode_fetch_distances::mxfp4},
-                                        {"q4_k_streams", &decode_fetch_distances::q4_k_streams}}};
+                                        {"q4_k_pairs", &decode_fetch_distances::q4_k_pairs}}};
 
 bool is_zen4() {
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -73,7 +73,7 @@ decode_fetch_distances chosen() {
   if (const char* env = std::getenv("SPITE_CPU_FETCH"); env != nullptr) {
     g_choice = apply_fetch_spec(std::move(g_choice), env);
     for (const std::string& item : g_choice.ignored) {
-      std::fprintf(stderr, "spite: SPITE_CPU_FETCH: ignoring \"%s\" (want default, zen4, KERNEL=0..64 or q4_k_streams=1..2)\n",
+      std::fprintf(stderr, "spite: SPITE_CPU_FETCH: ignoring \"%s\" (want default, zen4, or KERNEL=0..64)\n",
                    item.c_str());
     }
   }
@@ -113,8 +113,7 @@ decode_fetch_choice apply_fetch_spec(decode_fetch_choice start, std::string_view
       if (candidate.name == key) f = &candidate;
     }
     // Beyond 64 blocks a fetch lands past what the caches hold until it is read.
-    const bool streams = f != nullptr && f->member == &decode_fetch_distances::q4_k_streams;
-    if (f == nullptr || value < 0 || value > 64 || (streams && value != 1 && value != 2)) {
+    if (f == nullptr || value < 0 || value > 64) {
       c.ignored.emplace_back(item);
       continue;
     }

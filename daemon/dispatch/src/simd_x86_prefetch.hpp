@@ -48,9 +48,10 @@ struct decode_fetch_distances {
   int iq4_xs = 5;   // 2176 bytes
   int legacy = 16;  // Q5_0, Q4_1 and Q5_1 16-row blocks (352-384 bytes)
   int mxfp4 = 4;    // MXFP4 16-row spans
-  // Streams the 16-row Q4_K decode reads a matrix as: 1 (a group after the other) or 2 (a group
-  // of the first half beside one of the second, a super-block of each in turn).
-  int q4_k_streams = 1;
+  // The most threads at which the 16-row Q4_K decode reads a matrix as two streams (a group of
+  // its first half beside one of its second, a super-block of each in turn) instead of one (a
+  // group after the other); 0: never.
+  int q4_k_pairs = 0;
 };
 extern decode_fetch_distances decode_fetch;
 // "default", "zen4", and "+SPITE_CPU_FETCH" after it when the environment changed any.

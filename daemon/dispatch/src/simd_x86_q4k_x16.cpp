@@ -102,7 +102,7 @@ struct unpacked_pair {
 template <int S>
 SPITE_AVX512 void gemv16(const std::byte* const* groups, std::int64_t nb, const gguf::block_q8_K* x, float* const* y16) {
   // S = 2: two groups in step, a super-block of each in turn (x16_decode_pairs), where this
-  // core's table asks for two streams (decode_fetch.q4_k_streams). On a Zen 4 core with the
+  // core's table asks for two streams (decode_fetch.q4_k_pairs). On a Zen 4 core with the
   // hardware prefetchers alone one thread read 81-87 % of a plain read of the same bytes so,
   // against 53-77 % as one stream at any fetch distance (`bench --matmul Q4_K:2048:5632` and
   // `5632:2048 --cold`).
@@ -258,7 +258,7 @@ bool matmul_q4_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n
                      thread_pool& pool) {
   if (avx512_q4_K_tiles() == nullptr) return false;
   const std::int64_t nb = w.in / qkk;
-  if (n_tokens == 1 && decode_fetch.q4_k_streams == 2) {
+  if (n_tokens == 1 && pool.size() <= decode_fetch.q4_k_pairs) {
     x16_decode_pairs(xq, nb, x16_block, w, y, pool, gemv16<2>, gemv16_one);
     return true;
   }

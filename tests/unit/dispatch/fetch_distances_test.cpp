@@ -26,9 +26,9 @@ TEST_CASE("a processor without a table of its own takes the defaults; a Zen 4 co
   CHECK(same(x86::profile_distances("default"), x86::decode_fetch_distances{}));
   CHECK(same(x86::profile_distances("an unknown core"), x86::decode_fetch_distances{}));
   CHECK(x86::profile_distances("zen4").q4_0 == 0);
-  CHECK(x86::profile_distances("zen4").q4_k_streams == 2);
+  CHECK(x86::profile_distances("zen4").q4_k_pairs >= 2);
   CHECK(x86::decode_fetch_distances{}.q4_0 > 0);
-  CHECK(x86::decode_fetch_distances{}.q4_k_streams == 1);
+  CHECK(x86::decode_fetch_distances{}.q4_k_pairs == 0);
 }
 
 TEST_CASE("SPITE_CPU_FETCH items set the named kernels' distances on top of the processor's table") {
@@ -57,7 +57,7 @@ TEST_CASE("a profile named in SPITE_CPU_FETCH replaces the processor's table, an
 
 TEST_CASE("SPITE_CPU_FETCH items that cannot be read are reported and change nothing") {
   for (const std::string spec :
-       {"q4_0=x", "q9_9=1", "q4_0=65", "q4_0=-1", "q4_0", "=3", "q4_0=1x", "Q4_0=1", "zen5", "q4_k_streams=3", "q4_k_streams=0"}) {
+       {"q4_0=x", "q9_9=1", "q4_0=65", "q4_0=-1", "q4_0", "=3", "q4_0=1x", "Q4_0=1", "zen5", "q4_k_pairs=65", "q4_k_pairs=-2"}) {
     INFO(spec);
     const x86::decode_fetch_choice c = x86::apply_fetch_spec(table_of("default"), spec);
     REQUIRE(c.ignored.size() == 1);
@@ -97,7 +97,7 @@ TEST_CASE("the decode kernels give the reference's bits at every fetch distance,
       for (const int distance : {0, 1, 5}) {
         x86::decode_fetch_distances d;
         for (int* f : {&d.q4_0, &d.q8_0, &d.q4_k, &d.q5_k, &d.q3_k, &d.q6_k, &d.q2_k, &d.iq4_xs, &d.legacy, &d.mxfp4}) *f = distance;
-        d.q4_k_streams = streams;
+        d.q4_k_pairs = streams == 2 ? 64 : 0;
         x86::decode_fetch = d;
         for (const std::int64_t n_tokens : {1, 2, 3}) {
           INFO(spite::gguf::type_name(k.type) << ", distance " << distance << ", streams " << streams << ", tokens " << n_tokens);
