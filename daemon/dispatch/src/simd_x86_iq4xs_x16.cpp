@@ -51,10 +51,11 @@ SPITE_AVX512 inline void sub_block(const std::byte* blk, const std::int8_t* cons
   // Row r's scale in both int16 halves of dword r.
   const __m512i s32 = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + x16_scales + 16 * S)));
   const __m512i scale = _mm512_ternarylogic_epi32(_mm512_slli_epi32(s32, 16), s32, _mm512_set1_epi32(0xFFFF), a_or_b_and_c);
-  // The super-block decode_fetch.iq4_xs ahead (by default five, 11 KB), 5 of its 35 lines per sub-block. Two ahead, as
-  // simd_x86_q6k_x16.cpp fetches, left this kernel's arithmetic (54 GB/s from the caches) and
-  // its reads mostly one after the other: IQ4_XS:2048:11264 from memory, alternated, one thread
-  // 0.54-0.60 -> 0.40-0.51 ms, two 0.258-0.272 -> 0.216-0.234 ms (four ahead 0.23).
+  // The super-block decode_fetch.iq4_xs ahead (by default five, 11 KB), 5 of its 35 lines per
+  // sub-block. Two ahead, as simd_x86_q6k_x16.cpp fetches, left this kernel's arithmetic (54 GB/s
+  // from the caches) and its reads mostly one after the other: IQ4_XS:2048:11264 from memory,
+  // alternated, one thread 0.54-0.60 -> 0.40-0.51 ms, two 0.258-0.272 -> 0.216-0.234 ms (four ahead
+  // 0.23).
   constexpr int lines = static_cast<int>(x16_block / cache_line);
   if (const auto ahead = static_cast<std::size_t>(decode_fetch.iq4_xs); ahead != 0) {
     for (int j = 5 * S; j < std::min(5 * S + 5, lines); ++j) prefetch_l1(blk + ahead * x16_block + cache_line * j);

@@ -34,7 +34,8 @@ inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*s
 // own blocks; 0 leaves the stream to the hardware prefetchers. The best distance is the core's
 // own: on Zen 5 guests these defaults read 89-95 % of a plain read of the same bytes where the
 // hardware prefetchers alone read 67-88 %, while on a Zen 4 guest the same prefetches cost
-// packed Q4_0 a quarter of its pace (one thread 65-73 % of a plain read, none 88-92 %).
+// packed Q4_0 a fifth to a quarter of its pace (one thread 65-81 % of a plain read at 1-6 pairs
+// ahead, none 88-93 %).
 // Chosen once per process for the processor (simd_x86_fetch_ahead.cpp); SPITE_CPU_FETCH
 // overrides it.
 struct decode_fetch_distances {

@@ -65,9 +65,9 @@ SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* x
                                __m512i pairs1, __m512i (*lanes)[8]) {
   // Group G's scales of lanes 0..3 and 4..7, from the pairs of groups G - G % 2 and G - G % 2 + 1.
   const __m512i first = x16_pair_half<G % 2>(pairs0), second = x16_pair_half<G % 2>(pairs1);
-  // The super-block decode_fetch.q3_k ahead (by default five, 9.3 KB), 4 of its 29 lines per group. Two ahead (as
-  // simd_x86_q6k_x16.cpp does) until a Zen 5 host read, of a plain read of the same bytes
-  // (`--matmul Q3_K:2048:5632` and `5632:2048 --cold`, three rounds alternated), one thread
+  // The super-block decode_fetch.q3_k ahead (by default five, 9.3 KB), 4 of its 29 lines per group.
+  // Two ahead (as simd_x86_q6k_x16.cpp does) until a Zen 5 host read, of a plain read of the same
+  // bytes (`--matmul Q3_K:2048:5632` and `5632:2048 --cold`, three rounds alternated), one thread
   // 78-81 % at two, 63-65 % at one, 85-87 % at three, 85-87 % at four, 87-95 % at five, 83-93 % at
   // seven; two threads 71-74 % / 75-79 % / 78-91 % (three and four) / 91 % / 89-91 %.
   constexpr int lines = static_cast<int>(x16_block / cache_line);

@@ -99,14 +99,14 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
   for (int k = 0; k < K; ++k) _mm512_storeu_ps(y16 + (t0 + k) * out, acc[k]);
 }
 
-// Decode and small batches: K activation rows from t0 against S groups read in step, block by
-// block (S = 2: a group of the matrix's first half beside one of its second, by_group_pairs),
-// each activation dword broadcast once for them; each group's pair decode_fetch.q4_0 ahead
-// fetched meanwhile (fetch_ahead). As one stream one activation row read 80-84 % of a plain read of the same
-// bytes from memory for rows of 4096 elements and more (Q4_0:5632:2048 and 8192:2048, one
-// thread, Zen 5) against 85-95 % for 2048; as two, 92-98 % for all (`spitectl bench --matmul
-// ... --cold`, docs/performance.md). Four rows share each broadcast between the two groups:
-// tile16<4> broadcasts once per group, and the loads were what held it back.
+// Decode and small batches: K activation rows from t0 against S groups read in step, block by block
+// (S = 2: a group of the matrix's first half beside one of its second, by_group_pairs), each
+// activation dword broadcast once for them; each group's pair decode_fetch.q4_0 ahead fetched
+// meanwhile (fetch_ahead). As one stream one activation row read 80-84 % of a plain read of the
+// same bytes from memory for rows of 4096 elements and more (Q4_0:5632:2048 and 8192:2048, one
+// thread, Zen 5) against 85-95 % for 2048; as two, 92-98 % for all (`spitectl bench --matmul ...
+// --cold`, docs/performance.md). Four rows share each broadcast between the two groups: tile16<4>
+// broadcasts once per group, and the loads were what held it back.
 template <int S, int K, bool Nl>
 SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, std::int64_t t0,
                            std::int64_t out, const next_pair_share* share, float* const* y16) {

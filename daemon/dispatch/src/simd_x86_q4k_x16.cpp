@@ -54,13 +54,14 @@ SPITE_AVX512 inline __m512i pair_min(const std::byte* blk, int j, std::int32_t s
   return _mm512_madd_epi16(mins, _mm512_set1_epi32(sums));
 }
 
-// Pair j's share, a tenth of its lines, of the super-block `ahead` on (in this group or the
-// next). Decode fetches decode_fetch.q4_k ahead, by default three (Zen 5, `bench --matmul Q4_K:2048:5632`, `5632:2048` and
-// `2048:2048 --cold`, three rounds alternated, share of a plain read of the same bytes: one
-// thread 87-92 % at two ahead, 93-95 % at three, 89-91 % at four, 77-85 % at one; two threads
-// 94-97 % at two and three, 93-94 % at four); the batch tiles four: two left four sequences decoding
-// together waiting on memory (TinyLlama Q4_K_M, `--parallel 4`, two threads, alternated in one
-// binary: 215 / 240 -> 251 / 259 t/s in total), while one sequence measured the same either way.
+// Pair j's share, a tenth of its lines, of the super-block `ahead` on (in this group or the next).
+// Decode fetches decode_fetch.q4_k ahead, by default three (Zen 5, `bench --matmul Q4_K:2048:5632`,
+// `5632:2048` and `2048:2048 --cold`, three rounds alternated, share of a plain read of the same
+// bytes: one thread 87-92 % at two ahead, 93-95 % at three, 89-91 % at four, 77-85 % at one; two
+// threads 94-97 % at two and three, 93-94 % at four); the batch tiles four: two left four sequences
+// decoding together waiting on memory (TinyLlama Q4_K_M, `--parallel 4`, two threads, alternated in
+// one binary: 215 / 240 -> 251 / 259 t/s in total), while one sequence measured the same either
+// way.
 SPITE_AVX512 inline void fetch_ahead(const std::byte* blk, int j, std::size_t ahead) {
   constexpr int lines = static_cast<int>(x16_block / cache_line);
   for (int l = 10 * j; l < std::min(10 * j + 10, lines); ++l) prefetch_l1(blk + ahead * x16_block + cache_line * l);

@@ -58,13 +58,13 @@ SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs
   }
 }
 
-// Group g's 8 lanes; the super-block decode_fetch.q5_k ahead (by default three, 8.6 KB) prefetched a few lines at a time. Two
-// ahead left this kernel's arithmetic and its reads mostly one after the other
-// (Q5_K:2048:11264 from memory, alternated: one thread 0.58 -> 0.49-0.54 ms, two threads
-// 0.297-0.341 -> 0.229-0.246 ms; four ahead between them). Five ahead (14 KB) until a later Zen
-// 5 host read, of a plain read of the same bytes (`--matmul Q5_K:2048:5632` and `5632:2048
-// --cold`, three rounds alternated), one thread 76-83 % at five, 80-83 % at two, 84-88 % at
-// three, 77-80 % at four; two threads 75-79 %, 80 %, 82-87 %, 77-87 %.
+// Group g's 8 lanes; the super-block decode_fetch.q5_k ahead (by default three, 8.6 KB) prefetched
+// a few lines at a time. Two ahead left this kernel's arithmetic and its reads mostly one after the
+// other (Q5_K:2048:11264 from memory, alternated: one thread 0.58 -> 0.49-0.54 ms, two threads
+// 0.297-0.341 -> 0.229-0.246 ms; four ahead between them). Five ahead (14 KB) until a later Zen 5
+// host read, of a plain read of the same bytes (`--matmul Q5_K:2048:5632` and `5632:2048 --cold`,
+// three rounds alternated), one thread 76-83 % at five, 80-83 % at two, 84-88 % at three, 77-80 %
+// at four; two threads 75-79 %, 80 %, 82-87 %, 77-87 %.
 template <int G, int T>
 SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i m5, __m512i (*lanes)[8]) {
   constexpr int lines = static_cast<int>(x16_block / cache_line);

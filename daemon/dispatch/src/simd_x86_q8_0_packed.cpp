@@ -144,11 +144,12 @@ SPITE_AVX512 void tile(const std::byte* group, std::int64_t nb, const q8_0_batch
   for (int k = 0; k < K; ++k) store_rows(acc[k], y + (t0 + k) * out);
 }
 
-// Decode and small batches: K activation rows from t0 against S groups read in step (S = 2: a
-// group of the matrix's first half beside one of its second, by_group_pairs), each fetching
-// decode_fetch.q8_0 spans ahead in its own stream when `fetch` (the first pass over the pair); each group's rows
-// see tile<K>'s operations in its order. A group's blocks go against all K rows before the next
-// group's, so its 4 loaded vectors and the K rows' accumulators are what the registers hold.
+// Decode and small batches: K activation rows from t0 against S groups read in step (S = 2: a group
+// of the matrix's first half beside one of its second, by_group_pairs), each fetching
+// decode_fetch.q8_0 spans ahead in its own stream when `fetch` (the first pass over the pair); each
+// group's rows see tile<K>'s operations in its order. A group's blocks go against all K rows before
+// the next group's, so its 4 loaded vectors and the K rows' accumulators are what the registers
+// hold.
 template <int S, int K>
 SPITE_AVX512 void decode_groups(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr,
                                 std::int64_t t0, std::int64_t out, bool fetch, const next_pair_share* share, float* const* ys) {
