@@ -36,8 +36,10 @@ inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*s
 // hardware prefetchers alone read 67-88 %, while on a Zen 4 guest the same prefetches cost
 // packed Q4_0 a fifth to a quarter of its pace (one thread 65-81 % of a plain read at 1-6 pairs
 // ahead, none 88-93 %).
-// Chosen once per process for the processor (simd_x86_fetch_ahead.cpp); SPITE_CPU_FETCH
-// overrides it.
+// The K-quant, IQ4_XS and MXFP4 tiles that take these serve their batches' one- and two-row
+// passes too (on a Zen 4 core the Zen 4 table left prefill level: Q6_K, Q3_K and Q2_K x 128
+// rows within 2 %, TinyLlama Q4_K_M pp256 118 -> 123 t/s). Chosen once per process for the
+// processor (simd_x86_fetch_ahead.cpp); SPITE_CPU_FETCH overrides it.
 struct decode_fetch_distances {
   int q4_0 = 6;     // packed Q4_0 and IQ4_NL, 16-row groups: pairs of blocks (576 bytes)
   int q8_0 = 3;     // packed Q8_0: spans of 32 blocks of 8 rows (1088 bytes)

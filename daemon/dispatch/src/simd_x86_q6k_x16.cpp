@@ -78,8 +78,8 @@ SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* x
   // hardware prefetchers alone fed this tile at 47-65 % of a plain read of the same bytes
   // (Q6_K:5632:2048 from memory); two blocks ahead 92-98 % (one and two threads), four ahead
   // 73-97 %. As two streams (a group of each half of the matrix in turn, as Q4_K's decode reads
-  // on a Zen 4 core) it read slower on both a Zen 5 core (76-81 % against 85-87 %) and a Zen 4
-  // one (62-66 % against 63-81 %, one thread).
+  // on a Zen 4 core) it read slower on a Zen 5 core (76-81 % against 85-87 %) and, inside a whole
+  // model, on a Zen 4 one (one thread, 18-20 GB/s against 22-24; docs/performance-log.md).
   constexpr int lines = static_cast<int>(x16_block / cache_line);
   if (const auto ahead = static_cast<std::size_t>(decode_fetch.q6_k); ahead != 0) {
     for (int j = 7 * G; j < std::min(7 * G + 7, lines); ++j) prefetch_l1(blk + ahead * x16_block + cache_line * j);
