@@ -377,7 +377,12 @@ void matmul_q4_0(const weight& w, const float* x, std::int64_t n_tokens, float* 
 }
 
 void matmul_q8_0(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
-  if (w.packed != nullptr) return matmul_q8_0_packed(w, x, n_tokens, y, pool);
+  // 16-row groups: their own kernels while the AVX-512 ones run, else the file's layout.
+  if (w.packed != nullptr && w.packed_rows == 16) {
+    if (matmul_q8_0_x16(w, x, n_tokens, y, pool)) return;
+  } else if (w.packed != nullptr) {
+    return matmul_q8_0_packed(w, x, n_tokens, y, pool);
+  }
   matmul_q8_0_like<gguf::block_q8_0>(w, x, n_tokens, y, pool);
 }
 
@@ -446,7 +451,7 @@ std::size_t pack_q6_K_4_or_8(weight& w) {
 }
 
 constexpr layout_choice k_layouts[] = {
-    {tensor_type::q8_0, pack_q8_0, nullptr},
+    {tensor_type::q8_0, pack_q8_0_x16, pack_q8_0},
     {tensor_type::q4_0, pack_q4_0_x16, pack_q4_0_like<gguf::block_q4_0>},
     {tensor_type::iq4_nl, pack_iq4_nl_x16, pack_q4_0_like<gguf::block_iq4_nl>},
     {tensor_type::q4_K, pack_q4_K_x16, pack_q4_K},

@@ -218,21 +218,23 @@ inline bool x16_matmul(const weight& w, std::size_t block_bytes, const gguf::blo
   return true;
 }
 
-// Packs w into a 16-row layout of `block_bytes` per group and block (of `elements`), where the
-// AVX-512 VNNI kernels run and w.out is a multiple of 16 (else 0, nothing done).
-// fill(dst, block, r) writes row r's block into its group's zeroed block at dst.
-template <class Block, class Fill>
-std::size_t x16_pack(weight& w, std::size_t block_bytes, Fill fill, std::int64_t elements = qkk) {
+// Packs w into a 16-row layout of `unit_bytes` per group and Per blocks (of `elements`), where
+// the AVX-512 VNNI kernels run and w.out is a multiple of 16 (else 0, nothing done): fill(unit,
+// h, block, r) writes row r's block Per u + h into its group's zeroed unit u (a short last unit
+// keeps its rest zero).
+template <class Block, int Per, class Fill>
+std::size_t x16_pack_units(weight& w, std::size_t unit_bytes, std::int64_t elements, Fill fill) {
   if (avx512_q4_K_tiles() == nullptr || w.out % 16 != 0) return 0;
-  const std::int64_t nb = w.in / elements, groups = w.out / 16;
-  const std::size_t bytes = static_cast<std::size_t>(groups * nb) * block_bytes;
+  const std::int64_t nb = w.in / elements, units = (nb + Per - 1) / Per, groups = w.out / 16;
+  const std::size_t bytes = static_cast<std::size_t>(groups * units) * unit_bytes;
   auto buffer = make_aligned_bytes(bytes);  // zeroed
   for_load_ranges(groups, [&](std::int64_t g0, std::int64_t g1) {
     for (std::int64_t g = g0; g < g1; ++g) {
       for (int r = 0; r < 16; ++r) {
         const auto* row = reinterpret_cast<const Block*>(w.row(16 * g + r));
         for (std::int64_t b = 0; b < nb; ++b) {
-          fill(reinterpret_cast<std::uint8_t*>(buffer.get() + static_cast<std::size_t>(g * nb + b) * block_bytes), row[b], r);
+          std::byte* unit = buffer.get() + static_cast<std::size_t>(g * units + b / Per) * unit_bytes;
+          fill(unit, static_cast<std::size_t>(b % Per), row[b], static_cast<std::size_t>(r));
         }
       }
     }
@@ -241,6 +243,20 @@ std::size_t x16_pack(weight& w, std::size_t block_bytes, Fill fill, std::int64_t
   w.packed_owner = std::move(buffer);
   w.packed_rows = 16;
   return bytes;
+}
+
+// A block per unit: fill(dst, block, r) writes row r's block into its group's zeroed block.
+template <class Block, class Fill>
+std::size_t x16_pack(weight& w, std::size_t block_bytes, Fill fill, std::int64_t elements = qkk) {
+  return x16_pack_units<Block, 1>(w, block_bytes, elements, [&](std::byte* dst, std::size_t, const Block& block, std::size_t r) {
+    fill(reinterpret_cast<std::uint8_t*>(dst), block, static_cast<int>(r));
+  });
+}
+
+// The layouts of 32-element blocks in pairs (Q4_0 / IQ4_NL, Q8_0): fill(pair, h, block, r).
+template <class Block, class Fill>
+std::size_t x16_pack_pairs(weight& w, std::size_t pair_bytes, Fill fill) {
+  return x16_pack_units<Block, 2>(w, pair_bytes, qk0, fill);
 }
 
 }  // namespace spite::dispatch::cpu::x86

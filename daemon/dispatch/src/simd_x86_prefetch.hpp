@@ -42,7 +42,7 @@ inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*s
 // processor (simd_x86_fetch_ahead.cpp); SPITE_CPU_FETCH overrides it.
 struct decode_fetch_distances {
   int q4_0 = 6;     // packed Q4_0 and IQ4_NL, 16-row groups: pairs of blocks (576 bytes)
-  int q8_0 = 3;     // packed Q8_0: spans of 32 blocks of 8 rows (1088 bytes)
+  int q8_0 = 3;     // packed Q8_0: 16-row pairs of blocks, or 8-row spans of 4 blocks (1088 bytes either way)
   int q4_k = 3;     // 16-row super-blocks from here on (Q4_K: 2304 bytes)
   int q5_k = 3;     // 2880 bytes
   int q3_k = 5;     // 1856 bytes

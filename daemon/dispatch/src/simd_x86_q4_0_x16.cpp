@@ -163,27 +163,10 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
 template <class Block>
 std::size_t pack16(weight& w) {
   static_assert(sizeof(Block) == sizeof(gguf::block_q4_0));
-  if (avx512_q4_K_tiles() == nullptr || w.out % 16 != 0) return 0;
-  const std::int64_t nb = w.in / qk0, pairs = (nb + 1) / 2, groups = w.out / 16;
-  const std::size_t bytes = static_cast<std::size_t>(groups * pairs) * x16_pair;
-  auto buffer = make_aligned_bytes(bytes);  // zeroed
-  for_load_ranges(groups, [&](std::int64_t g0, std::int64_t g1) {
-    for (std::int64_t g = g0; g < g1; ++g) {
-      for (int r = 0; r < 16; ++r) {
-        const auto* row = reinterpret_cast<const Block*>(w.row(16 * g + r));
-        for (std::int64_t b = 0; b < nb; ++b) {
-          std::byte* pair = buffer.get() + static_cast<std::size_t>(g * pairs + b / 2) * x16_pair;
-          const std::size_t h = static_cast<std::size_t>(b % 2);
-          std::memcpy(pair + 32 * h + 2 * r, &row[b].d, 2);
-          for (int i = 0; i < 4; ++i) std::memcpy(pair + x16_quants + 256 * h + 64 * i + 4 * r, row[b].qs + 4 * i, 4);
-        }
-      }
-    }
+  return x16_pack_pairs<Block>(w, x16_pair, [](std::byte* pair, std::size_t h, const Block& block, std::size_t r) {
+    std::memcpy(pair + 32 * h + 2 * r, &block.d, 2);
+    for (std::size_t i = 0; i < 4; ++i) std::memcpy(pair + x16_quants + 256 * h + 64 * i + 4 * r, block.qs + 4 * i, 4);
   });
-  w.packed = buffer.get();
-  w.packed_owner = std::move(buffer);
-  w.packed_rows = 16;
-  return bytes;
 }
 
 }  // namespace

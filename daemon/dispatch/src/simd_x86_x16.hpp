@@ -39,6 +39,10 @@ std::size_t pack_q4_0_x16(weight& w);
 std::size_t pack_iq4_nl_x16(weight& w);
 bool matmul_q4_0_x16(const weight& w, const q8_0_batch& xb, std::int64_t n_tokens, bool nl, float* y, thread_pool& pool);
 
+// Q8_0 (simd_x86_q8_0_x16.cpp), quantizing its activations as the reference does.
+std::size_t pack_q8_0_x16(weight& w);
+bool matmul_q8_0_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+
 // Q5_0, Q5_1 and Q4_1 (simd_x86_legacy_x16.cpp), quantizing their activations as the reference does.
 std::size_t pack_q5_0_x16(weight& w);
 std::size_t pack_q5_1_x16(weight& w);

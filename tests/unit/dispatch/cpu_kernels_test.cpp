@@ -73,7 +73,7 @@ void check_bit_identical(tensor_type type, std::int64_t block) {
       const std::vector<std::int64_t> ins = block == 32 ? std::vector<std::int64_t>{block, 3 * block, 5 * block}
                                                         : std::vector<std::int64_t>{block, 3 * block};
       for (const std::int64_t in : ins) {
-        // 48: the 16-row groups of the AVX-512 layouts (all but Q8_0); decode of 16-row Q4_0 and
+        // 48: the 16-row groups of the AVX-512 layouts; decode of 16-row Q4_0 and
         // IQ4_NL takes the first group beside the second and the third alone. Decode reads rows in
         // pairs from both halves of a matrix: 10 and 13 leave a pair and a row over, 24 and 40
         // a group of 8.
@@ -256,7 +256,7 @@ TEST_CASE("Q4_0 matrices with a multiple of 8 rows are packed, others are left a
   CHECK(cpu::pack_weight(iq3.w) == 0);
 }
 
-TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run; Q8_0's, Q3_K's, Q6_K's and IQ4_XS's 8-row groups everywhere else") {
+TEST_CASE("16-row Q8_0, Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4-row Q6_K layouts are made only where the AVX-512 kernels run; Q8_0's, Q3_K's, Q6_K's and IQ4_XS's 8-row groups everywhere else") {
   if (!packed_layouts_here()) return;
   std::mt19937 rng(4);
   for (const bool avx512 : {true, false}) {
@@ -265,7 +265,10 @@ TEST_CASE("16-row Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1, and 4
     INFO("AVX-512 kernels " << (vnni ? "run" : "stand aside"));
     quantized_matrix q8 = random_matrix(tensor_type::q8_0, 64, 16, rng);
     CHECK(cpu::pack_weight(q8.w) > 0);
-    CHECK(q8.w.packed_rows == 8);
+    CHECK(q8.w.packed_rows == (vnni ? 16 : 8));
+    quantized_matrix q8_24 = random_matrix(tensor_type::q8_0, 64, 24, rng);  // not a multiple of 16
+    CHECK(cpu::pack_weight(q8_24.w) > 0);
+    CHECK(q8_24.w.packed_rows == 8);
     quantized_matrix q8_12 = random_matrix(tensor_type::q8_0, 64, 12, rng);  // not a multiple of 8
     CHECK(cpu::pack_weight(q8_12.w) == 0);
     quantized_matrix k16 = random_matrix(tensor_type::q4_K, 256, 32, rng);
