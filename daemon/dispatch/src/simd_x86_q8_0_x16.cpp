@@ -172,8 +172,16 @@ bool matmul_q8_0_x16(const weight& w, const float* x, std::int64_t n_tokens, flo
   // tiles' pace per row, each weight register used once (Q8_0:2048:11264 x 4 rows from memory,
   // one thread, Zen 4: 2.04-2.05 ms against 1.51-1.53 as tiles; the 8-row layout's two-row
   // passes over two streams 1.77-1.83).
+  // Blocks of about 1 MiB of activation rows (with their corrections), not token_block's 192 KiB:
+  // rows of 5632 elements came 16 at a time, so the weights streamed from memory once per 16
+  // rows. Q8_0:5632:2048 x 512 rows, one thread, Zen 4: 16 rows 71-73 ms (min), 48 62-64, 96
+  // 61-63, 192 60-62; 2048:5632 (40 rows) 65-75 against 62-63 at 96-192. TinyLlama Q8_0 pp512,
+  // one thread, three rounds alternated: 77-81 -> 84-88 t/s.
   const std::size_t x_row_bytes = q8_0_batch::row_bytes(nb) + static_cast<std::size_t>(nb) * 8 * sizeof(std::int32_t);
-  x16_for_groups(w, group_bytes, x_row_bytes, n_tokens, pool, [&](const std::byte* group, std::int64_t t0, std::int64_t t1, std::int64_t o) {
+  const std::int64_t block = token_block(x_row_bytes, std::size_t{1} << 20, 3);
+  by_groups_and_token_blocks(w.out / 16, n_tokens, block, pool, [&](std::int64_t g, std::int64_t t0, std::int64_t t1) {
+    const std::byte* group = w.packed + static_cast<std::size_t>(g) * group_bytes;
+    const std::int64_t o = 16 * g;
     std::int64_t t = t0;
     for (; t + 3 <= t1; t += 3) tile16<3>(group, nb, xb, corr.data(), t, w.out, t == t0, y + o);
     switch (t1 - t) {

@@ -148,11 +148,12 @@ void by_row_pair_streams(std::int64_t out, std::int64_t n_tokens, thread_pool& p
 }
 
 // Activation rows per block of by_groups_and_token_blocks, for activation rows of `row_bytes`
-// (quantized): about 192 KiB of them, which stay in L2 beside a group's weights, a multiple of
-// the 4-row tiles. Smaller blocks would read the weights from memory more often.
-inline std::int64_t token_block(std::size_t row_bytes) {
-  const auto rows = static_cast<std::int64_t>((192u << 10) / std::max<std::size_t>(row_bytes, 1));
-  return std::clamp<std::int64_t>(rows / 4 * 4, 16, 256);
+// (quantized): about `budget` bytes of them (by default 192 KiB, which stay in L2 beside a
+// group's weights), a multiple of the tiles' `tile` rows. Smaller blocks would read the weights
+// from memory more often.
+inline std::int64_t token_block(std::size_t row_bytes, std::size_t budget = 192u << 10, std::int64_t tile = 4) {
+  const auto rows = static_cast<std::int64_t>(budget / std::max<std::size_t>(row_bytes, 1));
+  return std::clamp<std::int64_t>(rows / tile * tile, 4 * tile, 64 * tile);
 }
 
 // tile4(t) for each group of 4 activation rows from t, tile1(t) for each row left.
