@@ -21,6 +21,8 @@ namespace spite::dispatch::cpu::x86 {
 // condition vanished from every tile that inlined it, at -O2 and -O3), and a deleted prefetch
 // fails no test: decode just streams 30-50 % slower.
 inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p))); }
+// Into L2 (and L3) only.
+inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
 
 // Decode streams each weight once. A group of rows is a contiguous region and the next group
 // follows it, so while one group is multiplied the next one is prefetched at the same pace:

@@ -36,12 +36,20 @@ static_assert(x16_pair == 17 * cache_line && x16_pair == 2 * 16 * sizeof(gguf::b
 inline const std::byte* pair_of(const std::byte* group, std::int64_t b) { return group + static_cast<std::size_t>(b) / 2 * x16_pair; }
 
 // Block h of a pair's share of the pair `ahead` pairs on: its first 9 lines for h = 0, the
-// other 8 for h = 1. Batches fetch 4 pairs (4.3 KB) ahead, as the 8-row tiles fetch 4 of their
-// spans of the same size; decode decode_fetch.q8_0 (in the same 1088-byte units).
-constexpr std::size_t batch_fetch_pairs = 4;
+// other 8 for h = 1, into L1 (or, Fetch = prefetch_l2, into L2). Decode fetches
+// decode_fetch.q8_0 pairs ahead into L1 (in the units of the 8-row layout's spans, 1088 bytes
+// too); batches 4 (4.3 KB, as the 8-row tiles) and, into L2, 12. A tile of 3 activation rows
+// spends about 100 cycles on a pair, so 4 pairs in flight barely cover the memory's latency;
+// into L2 alone further ahead they do. Zen 4, two threads, from memory, min of 3-4 rounds
+// alternated: Q8_0:2048:11264 x 4 rows 1.00-1.03 -> 0.81-0.82 ms (16 pairs 1.20-1.48), one
+// thread 1.64-1.99 -> 1.09-1.15; 2 rows 0.78-0.79 -> 0.52-0.77; Q8_0:5632:2048 x 8 rows
+// 0.71-0.76 -> 0.63-0.67; 512 rows level or better (63-66 against 66-78 ms). Into L2 ahead of a
+// one-row decode instead: level (12 or 24 pairs, one and two threads).
+constexpr std::size_t batch_fetch_pairs = 4, batch_fetch_l2_pairs = 12;
+template <void (*Fetch)(const void*) = prefetch_l1>
 inline void fetch_ahead(const std::byte* pair, std::size_t h, std::size_t ahead) {
   const std::byte* next = pair + ahead * x16_pair;
-  for (std::size_t l = 9 * h; l < 9 + 8 * h; ++l) prefetch_l1(next + cache_line * l);
+  for (std::size_t l = 9 * h; l < 9 + 8 * h; ++l) Fetch(next + cache_line * l);
 }
 
 SPITE_AVX512 inline __m512 block_scales(const std::byte* pair, std::size_t h) {
@@ -66,7 +74,8 @@ SPITE_AVX512 inline void store_lanes(const __m512 (&acc)[8], float* y16) {
 
 // K activation rows from t0 (K <= 3: 8 accumulators each) against a group of 16 rows; with
 // `fetch` (the first tile of a group and block of activation rows, which reads the group from
-// memory; the later ones find it in the caches) each block fetches its share of the pair 4 on.
+// memory; the later ones find it in the caches) each block fetches its share of the pairs 4 on
+// (into L1) and 12 on (into L2).
 template <int K>
 SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr, std::int64_t t0,
                          std::int64_t out, bool fetch, float* y16) {
@@ -79,7 +88,10 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* pair = pair_of(group, b);
     const std::size_t h = static_cast<std::size_t>(b) % 2;
-    if (fetch) fetch_ahead(pair, h, batch_fetch_pairs);
+    if (fetch) {
+      fetch_ahead(pair, h, batch_fetch_pairs);
+      fetch_ahead<prefetch_l2>(pair, h, batch_fetch_l2_pairs);
+    }
     const __m512 dw = block_scales(pair, h);
     __m512 ds[K];
     const std::int8_t* x[K];
