@@ -30,7 +30,7 @@ namespace {
 
 // Blocks of 16 rows ahead that the batch tiles prefetch (decode: decode_fetch.legacy, by default
 // the same).
-constexpr std::size_t batch_fetch_blocks = 16;
+constexpr std::size_t batch_fetch_blocks = 16, batch_fetch_l2_blocks = 40;
 
 template <class Block>
 using format16 = legacy_layout<Block, 16>;
@@ -98,8 +98,14 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const typename
     // (as in simd_x86_q6k_x16.cpp), and 8 ahead left these kernels' arithmetic and reads partly
     // one after the other (TYPE:2048:11264 from memory, alternated, two threads: Q5_1
     // 0.378-0.382 -> 0.353-0.364 ms, Q5_0 0.341-0.351 -> 0.318-0.328, Q4_1 0.321-0.344 ->
-    // 0.296-0.309; one thread Q5_1 0.76-0.79 -> 0.65-0.72; 24 ahead slower again).
-    for (std::size_t off = 0; off < f::bytes; off += cache_line) prefetch_l1(blk + batch_fetch_blocks * f::bytes + off);
+    // 0.296-0.309; one thread Q5_1 0.76-0.79 -> 0.65-0.72; 24 ahead slower again). And the
+    // block 40 ahead (14-15 KB) into L2, as x16_fetch_ahead does: Zen 4, x 4 rows from memory,
+    // two threads, min of 3 rounds alternated, Q5_0 0.79-0.84 -> 0.60 ms (64 ahead 0.67-0.72),
+    // Q5_1 0.74 -> 0.63-0.64, Q4_1 0.63-1.09 -> 0.50; 2 and 512 rows level.
+    for (std::size_t off = 0; off < f::bytes; off += cache_line) {
+      prefetch_l1(blk + batch_fetch_blocks * f::bytes + off);
+      prefetch_l2(blk + batch_fetch_l2_blocks * f::bytes + off);
+    }
     __m512i nib[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) nib[i] = _mm512_loadu_si512(blk + f::nibbles_at + 64 * i);
