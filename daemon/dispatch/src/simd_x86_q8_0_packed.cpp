@@ -65,10 +65,12 @@ SPITE_AVX512 inline void row_pair_picks(__m512i (&pick)[4]) {
 // batch tiles fetch 4 spans (4.3 KB) ahead, the AVX-512 decode decode_fetch.q8_0: 3 (3.3 KB) by
 // default (on a Zen 5 core, `bench --matmul Q8_0:2048:5632` and `5632:2048 --cold`, three rounds
 // alternated, one thread read 88-91 % of a plain read of the same bytes at 4 spans, 90-93 % at 3
-// and 86-91 % at 2; two threads 88-95 % / 94-97 %), 1 on a Zen 4 core (one thread 70-74 %
-// against 64-69 % at 3 and 66-67 % with none); the 256-bit ones 8 (8.7 KB): on a Zen 3 core
-// (AVX2 alone) `bench --matmul Q8_0:2048:5632 --cold -t 1` read 75-77 % of a plain read of the
-// same bytes at 4 spans and 88-90 % at 8 (12-32 spans: 82-89 %; prefetcht1 / t2 / nta as t0).
+// and 86-91 % at 2; two threads 88-95 % / 94-97 %); on a Zen 4 core 1 read best here (one
+// thread 70-74 % against 64-69 % at 3 and 66-67 % with none), but its table has 0, measured for
+// the 16-row layout that takes most matrices there (simd_x86_q8_0_x16.cpp); the 256-bit ones 8
+// (8.7 KB): on a Zen 3 core (AVX2 alone) `bench --matmul Q8_0:2048:5632 --cold -t 1` read
+// 75-77 % of a plain read of the same bytes at 4 spans and 88-90 % at 8 (12-32 spans: 82-89 %;
+// prefetcht1 / t2 / nta as t0).
 // The functions have no target attribute so that every kernel set inlines them (as an AVX-512
 // function it was a call per block from the AVX2 kernels).
 inline void fetch_ahead(const std::byte* group, std::int64_t b, std::size_t spans) {
