@@ -131,25 +131,40 @@ TEST_CASE("the SIMD Q8_0 matmul gives the reference's bits") { check_bit_identic
 TEST_CASE("the SIMD Q4_0 matmul gives the reference's bits") { check_bit_identical(tensor_type::q4_0, 32); }
 TEST_CASE("the SIMD Q4_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q4_K, 256); }
 TEST_CASE("the SIMD Q6_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q6_K, 256); }
-TEST_CASE("a long batch on 16-row Q6_K groups gives the reference's bits across its blocks of activation rows") {
-  const cpu::matmul_fn fast = fast_for(tensor_type::q6_K);
+namespace {
+
+// A batch of n_tokens rows of `in` elements against 16-row groups of `type`: the reference's bits
+// across the batch path's blocks of activation rows and the tiles left over at each block's end.
+void check_long_batch(tensor_type type, std::int64_t in, std::int64_t n_tokens) {
+  const cpu::matmul_fn fast = fast_for(type);
   if (fast == nullptr || !packed_layouts_here()) return;
   std::mt19937 rng(77);
   spite::thread_pool pool(3);
-  // 1100 rows: more than one block of activation rows at any row length the batch path takes.
-  const std::int64_t in = 256, out = 32, n_tokens = 1100;
-  quantized_matrix m = random_matrix(tensor_type::q6_K, in, out, rng);
+  const std::int64_t out = 32;
+  quantized_matrix m = random_matrix(type, in, out, rng);
   const std::vector<float> x = random_activations(in, n_tokens, rng);
   std::vector<float> want(static_cast<std::size_t>(out * n_tokens)), got(want.size(), -1.0f);
-  cpu::find_reference_matmul(tensor_type::q6_K)(m.w, x.data(), n_tokens, want.data(), pool);
+  cpu::find_reference_matmul(type)(m.w, x.data(), n_tokens, want.data(), pool);
   if (cpu::pack_weight(m.w) == 0 || m.w.packed_rows != 16) {
-    WARN("no 16-row Q6_K layout here (it serves the AVX-512 VNNI kernels)");
+    WARN("no 16-row " << spite::gguf::type_name(type) << " layout here (it serves the AVX-512 VNNI kernels)");
     return;
   }
   fast(m.w, x.data(), n_tokens, got.data(), pool);
   std::size_t differing = 0;
   for (std::size_t i = 0; i < want.size(); ++i) differing += std::memcmp(&want[i], &got[i], sizeof(float)) != 0;
   CHECK(differing == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a long batch on 16-row Q6_K groups gives the reference's bits across its blocks of activation rows") {
+  // 1100 rows: more than one block of activation rows at any row length the batch path takes.
+  check_long_batch(tensor_type::q6_K, 256, 1100);
+}
+TEST_CASE("a long batch on 16-row Q8_0 groups gives the reference's bits across its blocks of activation rows") {
+  // Rows of 5632 elements come about 1 MiB at a time (81 rows with their corrections): 200 rows
+  // are blocks of 81, 81 and 38, the last ending in a tile of 2.
+  check_long_batch(tensor_type::q8_0, 5632, 200);
 }
 TEST_CASE("the SIMD Q5_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q5_K, 256); }
 TEST_CASE("the SIMD Q3_K matmul gives the reference's bits") { check_bit_identical(tensor_type::q3_K, 256); }
