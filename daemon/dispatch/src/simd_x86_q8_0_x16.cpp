@@ -41,10 +41,10 @@ inline const std::byte* pair_of(const std::byte* group, std::int64_t b) { return
 // too); batches 4 (4.3 KB, as the 8-row tiles) and, into L2, 12. A tile of 3 activation rows
 // spends about 100 cycles on a pair, so 4 pairs in flight barely cover the memory's latency;
 // into L2 alone further ahead they do. Zen 4, two threads, from memory, min of 3-4 rounds
-// alternated: Q8_0:2048:11264 x 4 rows 1.00-1.03 -> 0.81-0.82 ms (16 pairs 1.20-1.48), one
-// thread 1.64-1.99 -> 1.09-1.15; 2 rows 0.78-0.79 -> 0.52-0.77; Q8_0:5632:2048 x 8 rows
-// 0.71-0.76 -> 0.63-0.67; 512 rows level or better (63-66 against 66-78 ms). Into L2 ahead of a
-// one-row decode instead: level (12 or 24 pairs, one and two threads).
+// alternated: Q8_0:2048:11264 x 4 rows 1.00-1.03 -> 0.81-0.82 ms (24 pairs 0.67-0.85), one
+// thread 1.64-1.99 -> 1.09-1.15 (16 pairs 1.20-1.48); 2 rows 0.78-0.79 -> 0.52-0.77;
+// Q8_0:5632:2048 x 8 rows 0.71-0.76 -> 0.63-0.67; 512 rows level or better (63-66 against 66-78
+// ms). Into L2 ahead of a one-row decode instead: level (12 or 24 pairs, one and two threads).
 constexpr std::size_t batch_fetch_pairs = 4, batch_fetch_l2_pairs = 12;
 template <void (*Fetch)(const void*) = prefetch_l1>
 inline void fetch_ahead(const std::byte* pair, std::size_t h, std::size_t ahead) {
