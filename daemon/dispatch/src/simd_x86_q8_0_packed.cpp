@@ -20,9 +20,11 @@
 // row and block, and decode runs at the memory's pace.
 //
 // The layout serves every x86 kernel set (matrices whose row count is a multiple of 8): AVX-512
-// VNNI as above; AVX-VNNI and AVX2 alone (flipping the quants back) with 256-bit vectors, one
-// row or a row pair per vector (simd_x86_q8_0_256.inc). For those two the layout is mostly about decode: one stream per group instead of the
-// file's rows side by side, and each block's 8 scale products made at once.
+// VNNI as above, for the row counts that are not a multiple of 16 (those take the 16-row layout
+// of simd_x86_q8_0_x16.cpp, a register per reference lane of 16 rows, no permutes); AVX-VNNI and
+// AVX2 alone (flipping the quants back) with 256-bit vectors, one row or a row pair per vector
+// (simd_x86_q8_0_256.inc). For those two the layout is mostly about decode: one stream per group
+// instead of the file's rows side by side, and each block's 8 scale products made at once.
 
 #include "simd_x86_avx512.hpp"
 
