@@ -56,10 +56,12 @@ SPITE_AVX512 inline __m512i iq4_nl_values_plus_128() {
   return _mm512_broadcast_i32x4(_mm_xor_si128(values, _mm_set1_epi8(static_cast<char>(0x80))));
 }
 
-// T activation rows' float accumulators, 8 lanes each, zeroed.
+// T activation rows' float accumulators, 8 lanes each, zeroed. Unrolled for every T the tiles
+// take (up to 4): a loop left over T = 3 kept 16-row Q8_0's accumulators in memory through its
+// whole tile (Q8_0:2048:5632 x 512 rows, one thread: 95.5 against 61 ms).
 template <int T>
 SPITE_AVX512 inline void x16_zero(__m512 (*acc)[8]) {
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 8
     for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_setzero_ps();

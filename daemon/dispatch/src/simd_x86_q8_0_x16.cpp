@@ -64,14 +64,6 @@ SPITE_AVX512 inline __m512i lane_sums(__m512i w, const std::int8_t* x, const std
   return _mm512_dpbusd_epi32(_mm512_set1_epi32(c[lane]), w, _mm512_set1_epi32(load_u32(x + 4 * lane)));
 }
 
-// The 16 rows' results: each row's 8 lanes added as reduce8_vec adds them ((l0 + l4) + (l2 +
-// l6)) + ((l1 + l5) + (l3 + l7)), element by element.
-SPITE_AVX512 inline void store_lanes(const __m512 (&acc)[8], float* y16) {
-  const __m512 s0 = _mm512_add_ps(acc[0], acc[4]), s1 = _mm512_add_ps(acc[1], acc[5]);
-  const __m512 s2 = _mm512_add_ps(acc[2], acc[6]), s3 = _mm512_add_ps(acc[3], acc[7]);
-  _mm512_storeu_ps(y16, _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
-}
-
 // K activation rows from t0 (K <= 3: 8 accumulators each) against a group of 16 rows; with
 // `fetch` (the first tile of a group and block of activation rows, which reads the group from
 // memory; the later ones find it in the caches) each block fetches its share of the pairs 4 on
@@ -80,11 +72,7 @@ template <int K>
 SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr, std::int64_t t0,
                          std::int64_t out, bool fetch, float* y16) {
   __m512 acc[K][8];
-#pragma GCC unroll 4
-  for (int k = 0; k < K; ++k) {
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) acc[k][l] = _mm512_setzero_ps();
-  }
+  x16_zero<K>(acc);
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* pair = pair_of(group, b);
     const std::size_t h = static_cast<std::size_t>(b) % 2;
@@ -111,7 +99,7 @@ SPITE_AVX512 void tile16(const std::byte* group, std::int64_t nb, const q8_0_bat
     }
   }
 #pragma GCC unroll 4
-  for (int k = 0; k < K; ++k) store_lanes(acc[k], y16 + (t0 + k) * out);
+  for (int k = 0; k < K; ++k) _mm512_storeu_ps(y16 + (t0 + k) * out, x16_lane_sum(acc[k]));  // reduce8_vec's order
 }
 
 // Decode: the activation row against S groups read in step, block by block (S = 2: a group of
@@ -121,11 +109,7 @@ template <int S>
 SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, const q8_0_batch& xb, const std::int32_t* corr,
                            float* const* y16) {
   __m512 acc[S][8];
-#pragma GCC unroll 2
-  for (int s = 0; s < S; ++s) {
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) acc[s][l] = _mm512_setzero_ps();
-  }
+  x16_zero<S>(acc);
   const auto ahead = static_cast<std::size_t>(decode_fetch.q8_0);
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::size_t h = static_cast<std::size_t>(b) % 2;
@@ -150,7 +134,7 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
     }
   }
 #pragma GCC unroll 2
-  for (int s = 0; s < S; ++s) store_lanes(acc[s], y16[s]);
+  for (int s = 0; s < S; ++s) _mm512_storeu_ps(y16[s], x16_lane_sum(acc[s]));
 }
 
 }  // namespace
