@@ -49,6 +49,7 @@ SPITE_AVX512 inline void super_block(const std::byte* blk, const gguf::block_q8_
 #pragma GCC unroll 4
   for (int k = 0; k < K; ++k) is[k][0] = is[k][1] = ms[k][0] = ms[k][1] = _mm512_setzero_si512();
   const auto ahead = static_cast<std::size_t>(decode_fetch.q2_k);
+  x16_header_first<x16_quants>(blk);
 #pragma GCC unroll 8
   for (int p = 0; p < 8; ++p) {
     // The super-block decode_fetch.q2_k ahead (by default two), 3 of its 21 lines per pair of

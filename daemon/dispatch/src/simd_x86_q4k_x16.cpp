@@ -72,16 +72,6 @@ SPITE_AVX512 inline void fetch_ahead(const std::byte* blk, int j, std::size_t ah
 }
 constexpr std::size_t batch_fetch_blocks = 4, batch_fetch_l2_blocks = 10;
 
-// The super-block's first 5 lines (d, dmin, scales, mins), asked for as it starts. Its first
-// read is otherwise a line of quants, the sixth, and the scales and mins come back after the
-// quants' first lines: read out of address order so, the stream reached 81-83 % of a plain read
-// of the same bytes, in order 87-89 % (Zen 4, `--matmul Q4_K:2048:11264 --cold`, one thread,
-// alternated). Only the lines about to be read: fetching the next super-block's header so cost
-// a third (51-53 %), as decode_fetch.q4_k > 0 does on this core.
-SPITE_AVX512 inline void header_first(const std::byte* blk) {
-  for (std::size_t l = 0; l < x16_quants / cache_line; ++l) prefetch_l1(blk + cache_line * l);
-}
-
 // The 8 chunks of pair j unpacked: lo[c] sub-block 2j, hi[c] sub-block 2j + 1 times 16: the
 // high nibbles masked in place (a byte stays unsigned up to 240), their products' sum shifted
 // back once per pair, exactly, where shifting each chunk down cost 8 operations more per pair
@@ -138,7 +128,7 @@ SPITE_AVX512 void gemv16(const std::byte* const* groups, std::int64_t nb, const 
     for (int s = 0; s < S; ++s) {
       const std::byte* blk = groups[s] + static_cast<std::size_t>(b) * x16_block;
       __m512i is = _mm512_setzero_si512(), ms = _mm512_setzero_si512();
-      header_first(blk);
+      x16_header_first<x16_quants>(blk);
       for (int j = 0; j < 4; ++j) {
         if (ahead != 0) fetch_ahead(blk, j, ahead);
         const unpacked_pair p(blk, j);

@@ -114,6 +114,7 @@ SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const ggu
   }
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
+    x16_header_first<x16_groups>(blk);
     __m512i lanes[T][8];
     const x16_activations<T> act(x, stride, b, lanes);
     const gguf::block_q8_K* const* xb = act.block;
