@@ -38,15 +38,14 @@ constexpr int a_or_b_and_c = 0xF8;  // A | (B & C)
 constexpr int a_and_b_or_c = 0xEA;  // (A & B) | C
 
 // Dword r of `pairs` holds two int16 (a row's scales): the first (K = 0) or the second (K = 1)
-// in both halves of dword r, for VPDPWSSD against a pair of products.
+// in both halves of dword r, for VPDPWSSD against a pair of products. One byte shuffle (a shift
+// and a ternary-logic operation before, both on the units the products need).
 template <int K>
 SPITE_AVX512 inline __m512i x16_pair_half(__m512i pairs) {
-  if constexpr (K == 0) {
-    return _mm512_ternarylogic_epi32(_mm512_slli_epi32(pairs, 16), pairs, _mm512_set1_epi32(0xFFFF), a_or_b_and_c);
-  } else {
-    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(pairs, 16), pairs, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)),
-                                     a_or_b_and_c);
-  }
+  constexpr char lo = 2 * K, hi = 2 * K + 1;
+  const __m512i pick = _mm512_broadcast_i32x4(_mm_setr_epi8(lo, hi, lo, hi, 4 + lo, 4 + hi, 4 + lo, 4 + hi, 8 + lo, 8 + hi, 8 + lo,
+                                                            8 + hi, 12 + lo, 12 + hi, 12 + lo, 12 + hi));
+  return _mm512_shuffle_epi8(pairs, pick);
 }
 
 // IQ4_NL's 16 values + 128 (1..241: unsigned, for VPDPBUSD) in each 128-bit lane, for VPSHUFB
