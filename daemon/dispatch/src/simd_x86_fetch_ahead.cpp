@@ -37,6 +37,7 @@ constexpr decode_fetch_distances zen4_distances() {
   d.legacy = 0;
   d.mxfp4 = 1;
   d.q4_k_pairs = 64;  // at any thread count
+  d.q6_k_pairs = 64;
   return d;
 }
 
@@ -44,7 +45,7 @@ struct field {
   std::string_view name;
   int decode_fetch_distances::*member;
 };
-constexpr std::array<field, 11> fields{{{"q4_0", &decode_fetch_distances::q4_0},
+constexpr std::array<field, 12> fields{{{"q4_0", &decode_fetch_distances::q4_0},
                                         {"q8_0", &decode_fetch_distances::q8_0},
                                         {"q4_k", &decode_fetch_distances::q4_k},
                                         {"q5_k", &decode_fetch_distances::q5_k},
@@ -54,7 +55,8 @@ constexpr std::array<field, 11> fields{{{"q4_0", &decode_fetch_distances::q4_0},
                                         {"iq4_xs", &decode_fetch_distances::iq4_xs},
                                         {"legacy", &decode_fetch_distances::legacy},
                                         {"mxfp4", &decode_fetch_distances::mxfp4},
-                                        {"q4_k_pairs", &decode_fetch_distances::q4_k_pairs}}};
+                                        {"q4_k_pairs", &decode_fetch_distances::q4_k_pairs},
+                                        {"q6_k_pairs", &decode_fetch_distances::q6_k_pairs}}};
 
 bool is_zen4() {
   unsigned a = 0, b = 0, c = 0, d = 0;

@@ -20,7 +20,7 @@ struct decode_fetch_choice {
 
 // The table measured for a core ("zen4"); the defaults for any other name.
 decode_fetch_distances profile_distances(std::string_view profile);
-// A profile name and/or KERNEL=VALUE items (0..64: blocks ahead; threads for q4_k_pairs),
+// A profile name and/or KERNEL=VALUE items (0..64: blocks ahead; threads for q4_k_pairs and q6_k_pairs),
 // comma-separated, applied in order to `start`: "zen4", "q4_0=0,q8_0=1", "default,q6_k=3".
 decode_fetch_choice apply_fetch_spec(decode_fetch_choice start, std::string_view spec);
 

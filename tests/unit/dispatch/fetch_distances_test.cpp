@@ -27,20 +27,23 @@ TEST_CASE("a processor without a table of its own takes the defaults; a Zen 4 co
   CHECK(same(x86::profile_distances("an unknown core"), x86::decode_fetch_distances{}));
   CHECK(x86::profile_distances("zen4").q4_0 == 0);
   CHECK(x86::profile_distances("zen4").q4_k_pairs >= 2);
+  CHECK(x86::profile_distances("zen4").q6_k_pairs >= 2);
   CHECK(x86::decode_fetch_distances{}.q4_0 > 0);
   CHECK(x86::decode_fetch_distances{}.q4_k_pairs == 0);
+  CHECK(x86::decode_fetch_distances{}.q6_k_pairs == 0);
 }
 
 TEST_CASE("SPITE_CPU_FETCH items set the named kernels' distances on top of the processor's table") {
-  const x86::decode_fetch_choice c = x86::apply_fetch_spec(table_of("zen4"), "q6_k=5,legacy=0,mxfp4=64");
+  const x86::decode_fetch_choice c = x86::apply_fetch_spec(table_of("zen4"), "q6_k=5,legacy=0,mxfp4=64,q6_k_pairs=1");
   CHECK(c.ignored.empty());
   CHECK(c.distances.q6_k == 5);
+  CHECK(c.distances.q6_k_pairs == 1);
   CHECK(c.distances.legacy == 0);
   CHECK(c.distances.mxfp4 == 64);
   x86::decode_fetch_distances rest = c.distances;
-  rest.q6_k = rest.legacy = rest.mxfp4 = 0;
+  rest.q6_k = rest.legacy = rest.mxfp4 = rest.q6_k_pairs = 0;
   x86::decode_fetch_distances zen4 = x86::profile_distances("zen4");
-  zen4.q6_k = zen4.legacy = zen4.mxfp4 = 0;
+  zen4.q6_k = zen4.legacy = zen4.mxfp4 = zen4.q6_k_pairs = 0;
   CHECK(same(rest, zen4));
   CHECK(c.profile == "zen4+SPITE_CPU_FETCH");
 }
@@ -97,7 +100,7 @@ TEST_CASE("the decode kernels give the reference's bits at every fetch distance,
       for (const int distance : {0, 1, 5}) {
         x86::decode_fetch_distances d;
         for (int* f : {&d.q4_0, &d.q8_0, &d.q4_k, &d.q5_k, &d.q3_k, &d.q6_k, &d.q2_k, &d.iq4_xs, &d.legacy, &d.mxfp4}) *f = distance;
-        d.q4_k_pairs = streams == 2 ? 64 : 0;
+        d.q4_k_pairs = d.q6_k_pairs = streams == 2 ? 64 : 0;
         x86::decode_fetch = d;
         for (const std::int64_t n_tokens : {1, 2, 3}) {
           INFO(spite::gguf::type_name(k.type) << ", distance " << distance << ", streams " << streams << ", tokens " << n_tokens);
