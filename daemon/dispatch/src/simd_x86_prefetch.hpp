@@ -24,8 +24,8 @@ inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*s
 // Into L2 (and L3) only.
 inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
 
-// A 16-row super-block's header lines (scales, mins, d: the first `Bytes`), asked for as the
-// decode starts on it. Its first reads are otherwise the quants' lines, and the header comes back
+// A 16-row super-block's header lines (scales, mins, d: the first `Bytes`; for Q6_K its first
+// group's quants too), asked for as the decode starts on it. Its first reads are otherwise the quants' lines, and the header comes back
 // after them: read out of address order so, the hardware prefetchers of a Zen 4 core fed the
 // stream less well (`--matmul T:2048:11264` / `2048:5632 --cold`, one thread, alternated, share of
 // a plain read of the same bytes: Q4_K 81-83 % -> 87-89 %; Q5_K, its fetch table at 0, 0.323-0.328
