@@ -38,6 +38,7 @@ constexpr decode_fetch_distances zen4_distances() {
   d.mxfp4 = 1;
   d.q4_k_pairs = 64;  // at any thread count
   d.q6_k_pairs = 64;
+  d.q5_k_pairs = 64;
   return d;
 }
 
@@ -45,7 +46,7 @@ struct field {
   std::string_view name;
   int decode_fetch_distances::*member;
 };
-constexpr std::array<field, 12> fields{{{"q4_0", &decode_fetch_distances::q4_0},
+constexpr std::array<field, 13> fields{{{"q4_0", &decode_fetch_distances::q4_0},
                                         {"q8_0", &decode_fetch_distances::q8_0},
                                         {"q4_k", &decode_fetch_distances::q4_k},
                                         {"q5_k", &decode_fetch_distances::q5_k},
@@ -56,7 +57,8 @@ constexpr std::array<field, 12> fields{{{"q4_0", &decode_fetch_distances::q4_0},
                                         {"legacy", &decode_fetch_distances::legacy},
                                         {"mxfp4", &decode_fetch_distances::mxfp4},
                                         {"q4_k_pairs", &decode_fetch_distances::q4_k_pairs},
-                                        {"q6_k_pairs", &decode_fetch_distances::q6_k_pairs}}};
+                                        {"q6_k_pairs", &decode_fetch_distances::q6_k_pairs},
+                                        {"q5_k_pairs", &decode_fetch_distances::q5_k_pairs}}};
 
 bool is_zen4() {
   unsigned a = 0, b = 0, c = 0, d = 0;

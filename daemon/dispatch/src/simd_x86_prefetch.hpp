@@ -70,6 +70,7 @@ struct decode_fetch_distances {
   // group after the other); 0: never.
   int q4_k_pairs = 0;
   int q6_k_pairs = 0;  // the same for the 16-row Q6_K decode
+  int q5_k_pairs = 0;  // and Q5_K's
 };
 extern decode_fetch_distances decode_fetch;
 // "default", "zen4", and "+SPITE_CPU_FETCH" after it when the environment changed any.

@@ -99,49 +99,72 @@ SPITE_AVX512 inline __m512 add_mins(const std::byte* blk, __m512 dmw, const gguf
   return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-x.d), dmw), _mm512_cvtepi32_ps(msum), summs);
 }
 
-// T activation rows (from x, `stride` blocks apart; results `out` floats apart) against a group
-// of 16 rows.
+// Super-block b of the group at group_base against T activation rows (from x, `stride` blocks
+// apart) into acc and summs. Always inlined, as Q6_K's (simd_x86_q6k_x16.cpp).
+template <int T>
+[[gnu::always_inline]] SPITE_AVX512 inline void super_block(const std::byte* group_base, std::int64_t b, const gguf::block_q8_K* x,
+                                                            std::int64_t stride, __m512 (*acc)[8], __m512* summs) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m5 = _mm512_set1_epi8(0x10);
+  const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
+  x16_header_first<x16_groups>(blk);  // the first group's lines too measured the same
+  __m512i lanes[T][8];
+  const x16_activations<T> act(x, stride, b, lanes);
+  const gguf::block_q8_K* const* xb = act.block;
+  const std::int8_t* xs[T];
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    xs[t] = act.qs[t];
+    asm("" : "+r"(xs[t]));  // broadcast afresh per super-block (decode_pair), as Q6_K's
+  }
+  group<0, T>(blk, xs, m4, m5, lanes);
+  group<1, T>(blk, xs, m4, m5, lanes);
+  group<2, T>(blk, xs, m4, m5, lanes);
+  group<3, T>(blk, xs, m4, m5, lanes);
+  group<4, T>(blk, xs, m4, m5, lanes);
+  group<5, T>(blk, xs, m4, m5, lanes);
+  group<6, T>(blk, xs, m4, m5, lanes);
+  group<7, T>(blk, xs, m4, m5, lanes);
+  const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
+  const __m512 dmw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_dmin)));
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(xb[t]->d), dw);
+#pragma GCC unroll 8
+    for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(lanes[t][L]), acc[t][L]);
+    summs[t] = add_mins(blk, dmw, *xb[t], summs[t]);
+  }
+}
+
+// T activation rows (results `out` floats apart) against a group of 16 rows.
 template <int T>
 SPITE_AVX512 void tile16(const std::byte* group_base, std::int64_t nb, const gguf::block_q8_K* x, std::int64_t stride,
                          std::int64_t out, float* y16) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m5 = _mm512_set1_epi8(0x10);
   __m512 acc[T][8], summs[T];
+  x16_zero<T>(acc);
 #pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    summs[t] = _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_setzero_ps();
-  }
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
-    x16_header_first<x16_groups>(blk);
-    __m512i lanes[T][8];
-    const x16_activations<T> act(x, stride, b, lanes);
-    const gguf::block_q8_K* const* xb = act.block;
-    const std::int8_t* const* xs = act.qs;
-    group<0, T>(blk, xs, m4, m5, lanes);
-    group<1, T>(blk, xs, m4, m5, lanes);
-    group<2, T>(blk, xs, m4, m5, lanes);
-    group<3, T>(blk, xs, m4, m5, lanes);
-    group<4, T>(blk, xs, m4, m5, lanes);
-    group<5, T>(blk, xs, m4, m5, lanes);
-    group<6, T>(blk, xs, m4, m5, lanes);
-    group<7, T>(blk, xs, m4, m5, lanes);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
-    const __m512 dmw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_dmin)));
-#pragma GCC unroll 2
-    for (int t = 0; t < T; ++t) {
-      const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(xb[t]->d), dw);
-#pragma GCC unroll 8
-      for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(lanes[t][L]), acc[t][L]);
-      summs[t] = add_mins(blk, dmw, *xb[t], summs[t]);
-    }
-  }
+  for (int t = 0; t < T; ++t) summs[t] = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) super_block<T>(group_base, b, x, stride, acc, summs);
   // reduce8_vec's order, then the mins.
 #pragma GCC unroll 2
   for (int t = 0; t < T; ++t) {
     _mm512_storeu_ps(y16 + t * out, _mm512_add_ps(x16_lane_sum(acc[t]), summs[t]));
   }
+}
+
+// Decode as two streams where this core's table asks for them (decode_fetch.q5_k_pairs), as
+// Q6_K's decode_pair: a group of the matrix's first half beside one of its second, a super-block
+// of each in turn (x16_decode_pairs). Zen 4, one thread, alternated: Q5_K:2048:11264 from memory
+// 0.60-0.65 -> 0.56-0.59 ms; TinyLlama Q5_K_M's Q5_K matrices inside the model 21-24 -> 23-26
+// GB/s, the model 69-70 -> 69-73 % of the bandwidth roofline.
+SPITE_AVX512 void decode_pair(const std::byte* const* groups, std::int64_t nb, const gguf::block_q8_K* x, float* const* y16) {
+  __m512 acc[2][8], summs[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  x16_zero<2>(acc);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    super_block<1>(groups[0], b, x, nb, &acc[0], &summs[0]);
+    super_block<1>(groups[1], b, x, nb, &acc[1], &summs[1]);
+  }
+  _mm512_storeu_ps(y16[0], _mm512_add_ps(x16_lane_sum(acc[0]), summs[0]));
+  _mm512_storeu_ps(y16[1], _mm512_add_ps(x16_lane_sum(acc[1]), summs[1]));
 }
 
 // The lane pairs of x16_lane_pair: lanes L and L + 4 share their low-nibble register.
@@ -230,6 +253,10 @@ std::size_t pack_q5_K_x16(weight& w) {
 bool matmul_q5_K_x16(const weight& w, const gguf::block_q8_K* xq, std::int64_t n_tokens, float* y, thread_pool& pool) {
   // Four rows lane pair by lane pair (Q5_K:2048:5632, four rows from memory: two threads 0.209-0.213
   // -> 0.167-0.195 ms, one thread 0.33-0.39 -> 0.30-0.31).
+  if (n_tokens == 1 && pool.size() <= decode_fetch.q5_k_pairs && avx512_q4_K_tiles() != nullptr) {
+    x16_decode_pairs(xq, w.in / qkk, x16_block, w, y, pool, decode_pair, tile16<1>);
+    return true;
+  }
   return x16_matmul(w, x16_block, xq, n_tokens, y, pool, tile16<2>, tile16<1>, tile16_by_lane<4>, tile16_by_lane<3>);
 }
 

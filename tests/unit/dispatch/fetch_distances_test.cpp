@@ -28,9 +28,11 @@ TEST_CASE("a processor without a table of its own takes the defaults; a Zen 4 co
   CHECK(x86::profile_distances("zen4").q4_0 == 0);
   CHECK(x86::profile_distances("zen4").q4_k_pairs >= 2);
   CHECK(x86::profile_distances("zen4").q6_k_pairs >= 2);
+  CHECK(x86::profile_distances("zen4").q5_k_pairs >= 2);
   CHECK(x86::decode_fetch_distances{}.q4_0 > 0);
   CHECK(x86::decode_fetch_distances{}.q4_k_pairs == 0);
   CHECK(x86::decode_fetch_distances{}.q6_k_pairs == 0);
+  CHECK(x86::decode_fetch_distances{}.q5_k_pairs == 0);
 }
 
 TEST_CASE("SPITE_CPU_FETCH items set the named kernels' distances on top of the processor's table") {
@@ -100,7 +102,7 @@ TEST_CASE("the decode kernels give the reference's bits at every fetch distance,
       for (const int distance : {0, 1, 5}) {
         x86::decode_fetch_distances d;
         for (int* f : {&d.q4_0, &d.q8_0, &d.q4_k, &d.q5_k, &d.q3_k, &d.q6_k, &d.q2_k, &d.iq4_xs, &d.legacy, &d.mxfp4}) *f = distance;
-        d.q4_k_pairs = d.q6_k_pairs = streams == 2 ? 64 : 0;
+        d.q4_k_pairs = d.q5_k_pairs = d.q6_k_pairs = streams == 2 ? 64 : 0;
         x86::decode_fetch = d;
         for (const std::int64_t n_tokens : {1, 2, 3}) {
           INFO(spite::gguf::type_name(k.type) << ", distance " << distance << ", streams " << streams << ", tokens " << n_tokens);
