@@ -33,6 +33,21 @@ struct x16_activations {
   }
 };
 
+// Groups::run<G, T>(args...) for the 8 groups G of a 16-row super-block, in order (the
+// kernels' group functions take G as a template argument; a generic lambda instead kept them
+// from being inlined: 0.17 -> 0.24 ms for Q5_K:2048:5632 from the caches).
+template <class Groups, int T, class... Args>
+[[gnu::always_inline]] SPITE_AVX512 inline void x16_eight_groups(Args... args) {
+  Groups::template run<0, T>(args...);
+  Groups::template run<1, T>(args...);
+  Groups::template run<2, T>(args...);
+  Groups::template run<3, T>(args...);
+  Groups::template run<4, T>(args...);
+  Groups::template run<5, T>(args...);
+  Groups::template run<6, T>(args...);
+  Groups::template run<7, T>(args...);
+}
+
 // Ternary-logic tables (operands A, B, C as 0xF0, 0xCC, 0xAA).
 constexpr int a_or_b_and_c = 0xF8;  // A | (B & C)
 constexpr int a_and_b_or_c = 0xEA;  // (A & B) | C
