@@ -113,8 +113,8 @@ struct groups {
 // Always inlined: called as a function (decode_pair calls it twice) its sums went through memory
 // (Q6_K:5632:2048 from the caches 0.185 -> 0.208 ms).
 template <int T>
-[[gnu::always_inline]] SPITE_AVX512 inline void super_block(const std::byte* group_base, std::int64_t b, const gguf::block_q8_K* x, std::int64_t stride,
-                                     __m512 (*acc)[8]) {
+[[gnu::always_inline]] SPITE_AVX512 inline void super_block(const std::byte* group_base, std::int64_t b, const gguf::block_q8_K* x,
+                                                            std::int64_t stride, __m512 (*acc)[8]) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
   // Its header and first group in address order (x16_header_first), 11 of its 53 lines: two
