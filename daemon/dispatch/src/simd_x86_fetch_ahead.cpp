@@ -29,15 +29,15 @@ constexpr decode_fetch_distances zen4_distances() {
   d.q4_0 = 0;
   d.q8_0 = 0;  // the 16-row layout (the 8-row one read 70-74 % of a plain read at 1, 66-67 % at 0)
   d.q4_k = 0;
-  d.q5_k = 0;  // with x16_header_first: Q5_K:2048:5632, one thread, 0.323-0.328 ms at 1, 0.290-0.305 at 0
+  d.q5_k = 0;  // with x16_header_first, Q5_K:2048:5632, one thread: 0.323-0.328 ms at 1, 0.290-0.305
   d.q3_k = 0;
-  d.q6_k = 0;  // TinyLlama Q4_K_M, one thread, three rounds alternated: 41.8-43.1 t/s against 40.8-42.0 at 1
+  d.q6_k = 0;  // TinyLlama Q4_K_M, one thread, alternated: 41.8-43.1 t/s, 40.8-42.0 at 1
   d.q2_k = 1;
   d.iq4_xs = 2;
   d.legacy = 0;
   d.mxfp4 = 1;
   d.q4_k_pairs = 64;  // at any thread count
-  d.q6_k_pairs = 64;
+  d.q6_k_pairs = 64;  // without software prefetch (the log: "Q6_K as two streams")
   d.q5_k_pairs = 64;
   return d;
 }

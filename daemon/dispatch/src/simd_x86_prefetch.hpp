@@ -25,12 +25,13 @@ inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*s
 inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
 
 // A 16-row super-block's header lines (scales, mins, d: the first `Bytes`; for Q6_K its first
-// group's quants too), asked for as the decode starts on it. Its first reads are otherwise the quants' lines, and the header comes back
-// after them: read out of address order so, the hardware prefetchers of a Zen 4 core fed the
-// stream less well (`--matmul T:2048:11264` / `2048:5632 --cold`, one thread, alternated, share of
-// a plain read of the same bytes: Q4_K 81-83 % -> 87-89 %; Q5_K, its fetch table at 0, 0.323-0.328
-// -> 0.290-0.305 ms; Q2_K 0.117-0.133 -> 0.118-0.122; Q3_K and IQ4_XS level). Only the lines
-// about to be read: the next super-block's header fetched so cost Q4_K a third (51-53 %).
+// group's quants too), asked for as the decode starts on it. Its first reads are otherwise the
+// quants' lines, and the header comes back after them: read out of address order so, the
+// hardware prefetchers of a Zen 4 core fed the stream less well (`--matmul T:2048:11264` /
+// `2048:5632 --cold`, one thread, alternated, share of a plain read of the same bytes: Q4_K
+// 81-83 % -> 87-89 %; Q5_K, its fetch table at 0, 0.323-0.328 -> 0.290-0.305 ms; Q2_K
+// 0.117-0.133 -> 0.118-0.122; Q3_K and IQ4_XS level). Only the lines about to be read: the next
+// super-block's header fetched so cost Q4_K a third (51-53 %).
 template <std::size_t Bytes>
 inline void x16_header_first(const void* blk) {
   for (std::size_t l = 0; l < Bytes / cache_line; ++l) prefetch_l1(static_cast<const char*>(blk) + cache_line * l);
