@@ -31,6 +31,13 @@ struct x16_activations {
       for (int L = 0; L < 8; ++L) lanes[t][L] = _mm512_setzero_si512();
     }
   }
+  // Hides where qs points from the compiler, so that a decode reading two groups in turn
+  // broadcasts each super-block's activation dwords afresh, rather than keeping all 64 of them
+  // for the other group (in memory: Q6_K:5632:2048 from the caches 0.20 against 0.185 ms).
+  SPITE_AVX512 void broadcast_afresh() {
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) asm("" : "+r"(qs[t]));
+  }
 };
 
 // Groups::run<G, T>(args...) for the 8 groups G of a 16-row super-block, in order (the

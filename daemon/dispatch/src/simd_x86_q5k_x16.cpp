@@ -132,14 +132,10 @@ template <int T>
   const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
   x16_header_first<x16_groups>(blk);  // the first group's lines too measured the same
   __m512i lanes[T][8];
-  const x16_activations<T> act(x, stride, b, lanes);
+  x16_activations<T> act(x, stride, b, lanes);
+  act.broadcast_afresh();  // for decode_pair
   const gguf::block_q8_K* const* xb = act.block;
-  const std::int8_t* xs[T];
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    xs[t] = act.qs[t];
-    asm("" : "+r"(xs[t]));  // broadcast afresh per super-block (decode_pair), as Q6_K's
-  }
+  const std::int8_t* const* xs = act.qs;
   x16_eight_groups<groups, T>(blk, xs, m4, lanes);
   const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
   const __m512 dmw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_dmin)));

@@ -123,16 +123,10 @@ template <int T>
   // 53 as none).
   x16_header_first<x16_groups + x16_group>(blk);
   __m512i lanes[T][8];
-  const x16_activations<T> act(x, stride, b, lanes);
+  x16_activations<T> act(x, stride, b, lanes);
+  act.broadcast_afresh();  // for decode_pair
   const gguf::block_q8_K* const* xb = act.block;
-  const std::int8_t* xs[T];
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    xs[t] = act.qs[t];
-    // A new pointer to the compiler: where two groups are read in turn (decode_pair), each
-    // broadcasts its activations afresh rather than keeping all 64 for the other (in memory).
-    asm("" : "+r"(xs[t]));
-  }
+  const std::int8_t* const* xs = act.qs;
   x16_eight_groups<groups, T>(blk, xs, m4, lanes);
   const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
 #pragma GCC unroll 2
