@@ -134,17 +134,15 @@ template <int T>
   __m512i lanes[T][8];
   x16_activations<T> act(x, stride, b, lanes);
   act.broadcast_afresh();  // for decode_pair
-  const gguf::block_q8_K* const* xb = act.block;
-  const std::int8_t* const* xs = act.qs;
-  x16_eight_groups<groups, T>(blk, xs, m4, lanes);
+  x16_eight_groups<groups, T>(blk, act.qs, m4, lanes);
   const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
   const __m512 dmw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_dmin)));
 #pragma GCC unroll 2
   for (int t = 0; t < T; ++t) {
-    const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(xb[t]->d), dw);
+    const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(act.block[t]->d), dw);
 #pragma GCC unroll 8
     for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(lanes[t][L]), acc[t][L]);
-    summs[t] = add_mins(blk, dmw, *xb[t], summs[t]);
+    summs[t] = add_mins(blk, dmw, *act.block[t], summs[t]);
   }
 }
 

@@ -125,19 +125,17 @@ template <int T>
   __m512i lanes[T][8];
   x16_activations<T> act(x, stride, b, lanes);
   act.broadcast_afresh();  // for decode_pair
-  const gguf::block_q8_K* const* xb = act.block;
-  const std::int8_t* const* xs = act.qs;
-  x16_eight_groups<groups, T>(blk, xs, m4, lanes);
+  x16_eight_groups<groups, T>(blk, act.qs, m4, lanes);
   const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
 #pragma GCC unroll 2
   for (int t = 0; t < T; ++t) {
-    const __m512 dxw = _mm512_mul_ps(dw, _mm512_set1_ps(xb[t]->d));
+    const __m512 dxw = _mm512_mul_ps(dw, _mm512_set1_ps(act.block[t]->d));
 #pragma GCC unroll 8
     for (int L = 0; L < 8; ++L) {
       // The -32 offset: sc[2L] bsum[2L] + sc[2L + 1] bsum[2L + 1], times 32.
       const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * L)));
       std::int32_t bsums;
-      std::memcpy(&bsums, xb[t]->bsums + 2 * L, 4);
+      std::memcpy(&bsums, act.block[t]->bsums + 2 * L, 4);
       const __m512i offset = _mm512_madd_epi16(pairs, _mm512_set1_epi32(bsums));
       const __m512i l = _mm512_sub_epi32(lanes[t][L], _mm512_slli_epi32(offset, 5));
       acc[t][L] = _mm512_fmadd_ps(dxw, _mm512_cvtepi32_ps(l), acc[t][L]);
