@@ -44,6 +44,18 @@ constexpr int low_shift(int k) { return k % 8 >= 4 ? 4 : 0; }
 constexpr std::size_t high_offset(int k) { return x16_groups + x16_group * (k / 8) + 256 + 64 * (k % 8 / 4); }
 constexpr int high_shift(int k) { return 2 * (k % 4); }
 
+// Row r's sc[2p] and sc[2p + 1] as int16 (dword r).
+SPITE_AVX512 inline __m512i scale_pairs(const std::byte* blk, int p) {
+  return _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * static_cast<std::size_t>(p))));
+}
+
+// -8 x a pair of block sums (bsums[0], bsums[1]) as the two int16 halves of a dword, for the
+// VPDPWSSD that takes the -32 offset off a lane with 4 sc (|bsum| <= 16 x 128: -8 bsum fits).
+inline int minus8_pair(const std::int16_t* bsums) {
+  const auto half = [](std::int16_t v) { return static_cast<std::uint32_t>(static_cast<std::uint16_t>(-8 * v)); };
+  return static_cast<int>(half(bsums[0]) | half(bsums[1]) << 16);
+}
+
 // Chunk k (0..63) of the 16 rows: 4 unsigned 6-bit quants per row. The high register's fields
 // j = 0, 2 are masked together (0x33), and 1, 3 (0xCC): shifted by 4, 2, 0 or -2 each has its
 // two bits at 4-5 and zeros at 6-7, whatever 16-bit neighbour shifts in below bit 4, so one
@@ -76,10 +88,19 @@ SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs
 
 // Group g's 8 chunks into the 8 lanes.
 template <int G, int T>
-SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i (*lanes)[8]) {
+SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, const gguf::block_q8_K* const* xb, __m512i m4,
+                               __m512i (*lanes)[8]) {
   // Row r's sc[2G] and sc[2G + 1] as int16 (dword r), each then in both halves of the dword.
-  const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * G)));
+  const __m512i pairs = scale_pairs(blk, G);
   const __m512i first = x16_pair_half<0>(pairs), second = x16_pair_half<1>(pairs);
+  // Lane G's -32 offset, 32 (sc[2G] bsum[2G] + sc[2G + 1] bsum[2G + 1]), as one VPDPWSSD of 4 sc
+  // against -8 bsum (both within int16, |bsum| <= 2048) where it took a multiply-add, a shift
+  // and a subtraction after the super-block, with the scales widened again.
+  const __m512i scales4 = _mm512_slli_epi16(pairs, 2);
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    lanes[t][G] = _mm512_dpwssd_epi32(lanes[t][G], scales4, _mm512_set1_epi32(minus8_pair(xb[t]->bsums + 2 * G)));
+  }
   // The super-block decode_fetch.q6_k ahead (by default two), 7 of its 53 lines per group. The
   // hardware prefetchers alone fed this tile at 47-65 % of a plain read of the same bytes
   // (Q6_K:5632:2048 from memory); two blocks ahead 92-98 % (one and two threads), four ahead
@@ -103,8 +124,9 @@ SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* x
 // group<G, T> for x16_eight_groups.
 struct groups {
   template <int G, int T>
-  [[gnu::always_inline]] SPITE_AVX512 static void run(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i (*lanes)[8]) {
-    group<G, T>(blk, xs, m4, lanes);
+  [[gnu::always_inline]] SPITE_AVX512 static void run(const std::byte* blk, const std::int8_t* const* xs, const gguf::block_q8_K* const* xb,
+                                                      __m512i m4, __m512i (*lanes)[8]) {
+    group<G, T>(blk, xs, xb, m4, lanes);
   }
 };
 
@@ -125,22 +147,8 @@ template <int T>
   __m512i lanes[T][8];
   x16_activations<T> act(x, stride, b, lanes);
   act.broadcast_afresh();  // for decode_pair
-  x16_eight_groups<groups, T>(blk, act.qs, m4, lanes);
-  const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    const __m512 dxw = _mm512_mul_ps(dw, _mm512_set1_ps(act.block[t]->d));
-#pragma GCC unroll 8
-    for (int L = 0; L < 8; ++L) {
-      // The -32 offset: sc[2L] bsum[2L] + sc[2L + 1] bsum[2L + 1], times 32.
-      const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * L)));
-      std::int32_t bsums;
-      std::memcpy(&bsums, act.block[t]->bsums + 2 * L, 4);
-      const __m512i offset = _mm512_madd_epi16(pairs, _mm512_set1_epi32(bsums));
-      const __m512i l = _mm512_sub_epi32(lanes[t][L], _mm512_slli_epi32(offset, 5));
-      acc[t][L] = _mm512_fmadd_ps(dxw, _mm512_cvtepi32_ps(l), acc[t][L]);
-    }
-  }
+  x16_eight_groups<groups, T>(blk, act.qs, act.block, m4, lanes);
+  x16_accumulate<T>(blk, act, lanes, acc);
 }
 
 // T activation rows (results `out` floats apart) against a group of 16 rows.
@@ -197,15 +205,12 @@ SPITE_AVX512 inline void lane_pair_of_rows(const std::byte* blk, const x16_block
   x16_lane_pair<lane_pairs, L, T>(blk, rows.qs, scales, scales + 8, first, second);
   const gguf::block_q8_K* const* xb = rows.block;
   const __m512* dxw = rows.dxw;
-  const __m512i pairs0 = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * L)));
-  const __m512i pairs1 = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_scales + 32 * (L + 4))));
+  // The lanes' -32 offsets as in group (4 sc against -8 bsum, one VPDPWSSD a lane).
+  const __m512i scales4_0 = _mm512_slli_epi16(scale_pairs(blk, L), 2), scales4_1 = _mm512_slli_epi16(scale_pairs(blk, L + 4), 2);
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
-    std::int32_t bsums0, bsums1;
-    std::memcpy(&bsums0, xb[t]->bsums + 2 * L, 4);
-    std::memcpy(&bsums1, xb[t]->bsums + 2 * (L + 4), 4);
-    const __m512i l0 = _mm512_sub_epi32(first[t], _mm512_slli_epi32(_mm512_madd_epi16(pairs0, _mm512_set1_epi32(bsums0)), 5));
-    const __m512i l1 = _mm512_sub_epi32(second[t], _mm512_slli_epi32(_mm512_madd_epi16(pairs1, _mm512_set1_epi32(bsums1)), 5));
+    const __m512i l0 = _mm512_dpwssd_epi32(first[t], scales4_0, _mm512_set1_epi32(minus8_pair(xb[t]->bsums + 2 * L)));
+    const __m512i l1 = _mm512_dpwssd_epi32(second[t], scales4_1, _mm512_set1_epi32(minus8_pair(xb[t]->bsums + 2 * (L + 4))));
     _mm512_store_ps(acc[t][L], _mm512_fmadd_ps(dxw[t], _mm512_cvtepi32_ps(l0), _mm512_load_ps(acc[t][L])));
     _mm512_store_ps(acc[t][L + 4], _mm512_fmadd_ps(dxw[t], _mm512_cvtepi32_ps(l1), _mm512_load_ps(acc[t][L + 4])));
   }
