@@ -57,7 +57,6 @@ template <class Groups, int T, class... Args>
 
 // Ternary-logic tables (operands A, B, C as 0xF0, 0xCC, 0xAA).
 constexpr int a_or_b_and_c = 0xF8;  // A | (B & C)
-constexpr int a_and_b_or_c = 0xEA;  // (A & B) | C
 
 // Dword r of `pairs` holds two int16 (a row's scales): the first (K = 0) or the second (K = 1)
 // in both halves of dword r, for VPDPWSSD against a pair of products. One byte shuffle (a shift
