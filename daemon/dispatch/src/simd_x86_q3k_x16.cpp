@@ -16,11 +16,11 @@
 //   scales[4][2][16][2] i8 at 32 + 64 p + 32 h + 2 r + k: row r's scale 4p + 2k + h, i.e. of
 //                       group 2p + k's lanes 4h..4h + 3 (widened, an int16 pair per row: the
 //                       scales of groups 2p and 2p + 1 for the same lanes);
-//   then per 32-element group g, 192 bytes at 320 + 192 g, in the order the tile reads them:
-//     low[2]            64-byte registers at + 64 m: bits 2j..2j+1 of bytes 4r..4r+3 are the low
-//                       two bits of row r's elements 32g + 4(4m + j)..+3 (lane 4m + j);
-//     high              a 64-byte register at + 128: bit L of byte 4r + i is the third bit of
-//                       row r's element 32g + 4L + i (set where the file's hmask bit is).
+//   then per 32-element group g, 192 bytes at 320 + 192 g: three 64-byte registers R[k] at
+//                       + 64 k, whose byte 4r + i holds row r's quants (q + 4, 3 bits) of element
+//                       i of lanes 2k (bits 0-2) and 2k + 1 (bits 4-6), lane L's elements being
+//                       32g + 4L..+3; bit 3 of R[k] is bit 2 - k of lane 6's quant, bit 7 bit
+//                       2 - k of lane 7's.
 // Made only where the AVX-512 kernels run and the row count is a multiple of 16; after
 // set_avx512(false) such a matrix goes through the AVX2 kernels on the file's layout.
 #include "simd_x86_avx512.hpp"
@@ -37,26 +37,40 @@ constexpr std::size_t x16_scales = 32, x16_groups = 320, x16_group = 3 * 64;
 constexpr std::size_t x16_block = x16_groups + 8 * x16_group;
 static_assert(x16_block % cache_line == 0 && x16_block == 16 * sizeof(gguf::block_q3_K) + 96);
 
-// Lane L of group G of the 16 rows: 4 unsigned 3-bit quants per row.
+// Lanes 6 and 7 of group G: bits 3, 2, 1 (lane 6's bits 2, 1, 0) and 7, 6, 5 (lane 7's) of R[0],
+// R[1] and R[2]'s bits 3 and 7 gathered.
+SPITE_AVX512 inline __m512i spare_bits(const std::byte* group) {
+  const __m512i r0 = _mm512_load_si512(group), r1 = _mm512_load_si512(group + 64), r2 = _mm512_load_si512(group + 128);
+  const __m512i b3 = _mm512_and_si512(r0, _mm512_set1_epi8(static_cast<char>(0x88)));
+  const __m512i b2 = _mm512_and_si512(_mm512_srli_epi16(r1, 1), _mm512_set1_epi8(0x44));
+  const __m512i b1 = _mm512_and_si512(_mm512_srli_epi16(r2, 2), _mm512_set1_epi8(0x22));
+  return _mm512_or_si512(_mm512_or_si512(b3, b2), b1);
+}
+
+// Lane L of group G of the 16 rows: 4 unsigned 3-bit quants per row. Lanes 0-5 take a mask (and
+// a shift for the odd ones), 6 and 7 share the gathering of their bits (computed once: GCC
+// merges the two calls; computed in group and passed in, it ran slower), each then a shift and a
+// mask: about 2.5 operations per lane, where the file's planes (two bits in one register, the
+// third in another) took 4.6 (two shifts, two masks and a select). From the caches, one thread,
+// min of three rounds alternated: Q3_K:2048:5632 one row 0.207-0.233 -> 0.183-0.185 ms, 2 and
+// 3 rows 0.279 / 0.472 -> 0.273 / 0.465; 256 rows within the noise (38-47 against 40-45 ms);
+// inside TinyLlama Q3_K_M (one thread, `--profile`, three rounds) its Q3_K 2048x11264 matrices
+// 9.6-20.9 -> 14.9-23.8 GB/s.
 template <int G, int L>
-SPITE_AVX512 inline __m512i chunk(const std::byte* blk, __m512i m3, __m512i m4) {
+SPITE_AVX512 inline __m512i chunk(const std::byte* blk, __m512i m7) {
   const std::byte* group = blk + x16_groups + x16_group * G;
-  __m512i low = _mm512_load_si512(group + 64 * (L / 4));
-  if constexpr (L % 4 != 0) low = _mm512_srli_epi16(low, 2 * (L % 4));
-  __m512i high = _mm512_load_si512(group + 128);
-  // Bit L to bit 2; bits that cross from a neighbour byte land outside bit 2 and are masked off.
-  // Two masks and an OR, which go beside the multipliers, where a ternary-logic select took
-  // their turn (the kernel is bound by them): Q3_K:2048:5632 from the caches, one thread, min of
-  // three rounds 0.212-0.240 -> 0.207-0.228 ms; 2048:11264 from memory 0.469-0.486 -> 0.447-0.463.
-  if constexpr (L < 2) high = _mm512_slli_epi16(high, 2 - L);
-  if constexpr (L > 2) high = _mm512_srli_epi16(high, L - 2);
-  return _mm512_or_si512(_mm512_and_si512(low, m3), _mm512_and_si512(high, m4));
+  if constexpr (L < 6) {
+    __m512i r = _mm512_load_si512(group + 64 * (L / 2));
+    if constexpr (L % 2 != 0) r = _mm512_srli_epi16(r, 4);
+    return _mm512_and_si512(r, m7);
+  } else {
+    return _mm512_and_si512(_mm512_srli_epi16(spare_bits(group), L == 6 ? 1 : 5), m7);
+  }
 }
 
 template <int G, int L, int T>
-SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs, __m512i m3, __m512i m4, __m512i scales,
-                              __m512i (*lanes)[8]) {
-  const __m512i q = chunk<G, L>(blk, m3, m4);
+SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs, __m512i m7, __m512i scales, __m512i (*lanes)[8]) {
+  const __m512i q = chunk<G, L>(blk, m7);
 #pragma GCC unroll 2
   for (int t = 0; t < T; ++t) {
     lanes[t][L] = _mm512_dpwssd_epi32(lanes[t][L], _mm512_maddubs_epi16(q, _mm512_set1_epi32(load_u32(xs[t] + 32 * G + 4 * L))), scales);
@@ -64,8 +78,8 @@ SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs
 }
 
 template <int G, int T>
-SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, __m512i m3, __m512i m4, __m512i pairs0,
-                               __m512i pairs1, __m512i (*lanes)[8]) {
+SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, __m512i m7, __m512i pairs0, __m512i pairs1,
+                               __m512i (*lanes)[8]) {
   // Group G's scales of lanes 0..3 and 4..7, from the pairs of groups G - G % 2 and G - G % 2 + 1.
   const __m512i first = x16_pair_half<G % 2>(pairs0), second = x16_pair_half<G % 2>(pairs1);
   // The super-block decode_fetch.q3_k ahead (by default five, 9.3 KB), 4 of its 29 lines per group.
@@ -84,14 +98,14 @@ SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* x
   if constexpr (T >= 2) {
     for (int j = 4 * G; j < std::min(4 * G + 4, lines); ++j) prefetch_l2(blk + 6 * x16_block + cache_line * j);
   }
-  lane<G, 0, T>(blk, xs, m3, m4, first, lanes);
-  lane<G, 1, T>(blk, xs, m3, m4, first, lanes);
-  lane<G, 2, T>(blk, xs, m3, m4, first, lanes);
-  lane<G, 3, T>(blk, xs, m3, m4, first, lanes);
-  lane<G, 4, T>(blk, xs, m3, m4, second, lanes);
-  lane<G, 5, T>(blk, xs, m3, m4, second, lanes);
-  lane<G, 6, T>(blk, xs, m3, m4, second, lanes);
-  lane<G, 7, T>(blk, xs, m3, m4, second, lanes);
+  lane<G, 0, T>(blk, xs, m7, first, lanes);
+  lane<G, 1, T>(blk, xs, m7, first, lanes);
+  lane<G, 2, T>(blk, xs, m7, first, lanes);
+  lane<G, 3, T>(blk, xs, m7, first, lanes);
+  lane<G, 4, T>(blk, xs, m7, second, lanes);
+  lane<G, 5, T>(blk, xs, m7, second, lanes);
+  lane<G, 6, T>(blk, xs, m7, second, lanes);
+  lane<G, 7, T>(blk, xs, m7, second, lanes);
 }
 
 // Groups 2P and 2P + 1, with the -4 offset of both: lane L starts with
@@ -99,7 +113,7 @@ SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* x
 // its elements in group g (h = L / 4).
 template <int P, int T>
 SPITE_AVX512 inline void group_pair(const std::byte* blk, const std::int8_t* const* xs, const std::int32_t (*const* offsets)[8],
-                                    __m512i m3, __m512i m4, __m512i (*lanes)[8]) {
+                                    __m512i m7, __m512i (*lanes)[8]) {
   const auto* sc = reinterpret_cast<const __m256i*>(blk + x16_scales + 64 * P);
   const __m512i pairs0 = _mm512_cvtepi8_epi16(_mm256_load_si256(sc)), pairs1 = _mm512_cvtepi8_epi16(_mm256_load_si256(sc + 1));
 #pragma GCC unroll 2
@@ -109,8 +123,8 @@ SPITE_AVX512 inline void group_pair(const std::byte* blk, const std::int8_t* con
       lanes[t][L] = _mm512_dpwssd_epi32(lanes[t][L], L < 4 ? pairs0 : pairs1, _mm512_set1_epi32(offsets[t][P][L]));
     }
   }
-  group<2 * P, T>(blk, xs, m3, m4, pairs0, pairs1, lanes);
-  group<2 * P + 1, T>(blk, xs, m3, m4, pairs0, pairs1, lanes);
+  group<2 * P, T>(blk, xs, m7, pairs0, pairs1, lanes);
+  group<2 * P + 1, T>(blk, xs, m7, pairs0, pairs1, lanes);
 }
 
 // For one activation row's super-block: dword L of v[p] holds -4 S(2p, L) (low half) and
@@ -137,17 +151,17 @@ SPITE_AVX512 void activation_offsets(const gguf::block_q8_K* x, std::size_t n, b
 template <int T>
 SPITE_AVX512 inline void super_block(const std::byte* group_base, std::int64_t b, const gguf::block_q8_K* x,
                                      const block_offsets* offsets, std::int64_t stride, __m512 (*acc)[8]) {
-  const __m512i m3 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x04);
+  const __m512i m7 = _mm512_set1_epi8(0x07);
   const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
   __m512i lanes[T][8];
   const x16_activations<T> act(x, stride, b, lanes);
   const std::int32_t (*off[T])[8];
 #pragma GCC unroll 2
   for (int t = 0; t < T; ++t) off[t] = offsets[t * stride + b].v;
-  group_pair<0, T>(blk, act.qs, off, m3, m4, lanes);
-  group_pair<1, T>(blk, act.qs, off, m3, m4, lanes);
-  group_pair<2, T>(blk, act.qs, off, m3, m4, lanes);
-  group_pair<3, T>(blk, act.qs, off, m3, m4, lanes);
+  group_pair<0, T>(blk, act.qs, off, m7, lanes);
+  group_pair<1, T>(blk, act.qs, off, m7, lanes);
+  group_pair<2, T>(blk, act.qs, off, m7, lanes);
+  group_pair<3, T>(blk, act.qs, off, m7, lanes);
   x16_accumulate<T>(blk, act, lanes, acc);
 }
 
@@ -193,9 +207,17 @@ std::size_t pack_q3_K_x16(weight& w) {
     for (int g = 0; g < 8; ++g) {
       std::uint32_t low[2], high;
       q3_K_group_planes(blk, g, low, high);
+      const auto quant = [&](int L, int i) {  // q + 4 of lane L's element i
+        const auto bits = static_cast<unsigned>(((low[L / 4] >> (8 * i + 2 * (L % 4))) & 3U) | (((high >> (8 * i + L)) & 1U) << 2));
+        return bits;
+      };
       std::uint8_t* gd = dst + x16_groups + x16_group * static_cast<std::size_t>(g);
-      for (int m = 0; m < 2; ++m) std::memcpy(gd + 64 * m + 4 * r, &low[m], 4);
-      std::memcpy(gd + 128 + 4 * r, &high, 4);
+      for (int k = 0; k < 3; ++k) {
+        for (int i = 0; i < 4; ++i) {
+          const unsigned spare = ((quant(6, i) >> (2 - k)) & 1U) << 3 | ((quant(7, i) >> (2 - k)) & 1U) << 7;
+          gd[64 * k + 4 * r + i] = static_cast<std::uint8_t>(quant(2 * k, i) | quant(2 * k + 1, i) << 4 | spare);
+        }
+      }
     }
   });
 }
