@@ -8,15 +8,16 @@
 // as many permutes as products, and the GEMM tile of prefill spent about half its operations
 // on them. With 16 rows a register is one chunk of every row, and the activation operand is a
 // dword broadcast straight from memory ({1to16}): one VPDPBUSD per 64 products and nothing
-// else. Per group of 16 rows and super-block (2368 bytes: the 16 blocks with their 6-bit scales
-// and mins stored decoded, 2.8 % more):
+// else. Per group of 16 rows and super-block (2304 bytes, the 16 blocks' own bytes):
 //   d[16], dmin[16]  f16, row r's at 2 r (offsets 0 and 32);
-//   scales[8][16]    u8, sub-block s of row r at 64 + 16 s + r;
-//   mins[4][16][2]   u8, sub-blocks 2j and 2j + 1 of row r at 192 + 32 j + 2 r (an int16 pair
-//                    per row for VPMADDWD against the activation sums of the two sub-blocks);
-//   quants[4][8]     64-byte chunks at 320 + 512 j + 64 c: bytes 4r..4r+3 are row r's
+//   scales[12][16]   u8, byte k of row r's 12 packed bytes of 6-bit scales and mins (as in the
+//                    file) at 64 + 16 k + r, unpacked per super-block for all 16 rows at
+//                    once (header16);
+//   quants[4][8]     64-byte chunks at 256 + 512 j + 64 c: bytes 4r..4r+3 are row r's
 //                    qs[32 j + 4 c .. 32 j + 4 c + 3] (sub-block 2j in the low nibbles, 2j + 1
 //                    in the high ones), cache-line aligned.
+// Until 2026-12-07 the scales and mins were stored unpacked (2368 bytes, 2.8 % more than the file,
+// which a memory-bound decode read in full).
 // Made only where the AVX-512 kernels run and the row count is a multiple of 16; after
 // set_avx512(false) such a matrix goes through the AVX2 kernels on the file's layout.
 
@@ -29,9 +30,9 @@
 namespace spite::dispatch::cpu::x86 {
 namespace {
 
-constexpr std::size_t x16_dmin = 32, x16_scales = 64, x16_mins = 192, x16_quants = 320;
+constexpr std::size_t x16_dmin = 32, x16_packed_scales = 64, x16_quants = 256;
 constexpr std::size_t x16_block = x16_quants + 4 * 8 * 64;
-static_assert(x16_block % cache_line == 0);
+static_assert(x16_block % cache_line == 0 && x16_block == 16 * sizeof(gguf::block_q4_K));
 
 // Sub-block pair j's activation sums as one int16 pair (sub-blocks 2j, 2j + 1), the reference's
 // 16-bit additions (q4_K_terms lays them out alike).
@@ -48,9 +49,39 @@ SPITE_AVX512 inline __m512 halves16(const std::byte* p) {
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// A super-block's 6-bit scales and mins of the 16 rows, unpacked from the packed bytes P[k] (byte
+// k of each row: scales_mins_k4's rule for 16 rows, four bytes' 16-row vectors per operation):
+// sub-block s < 4 scale P[s] & 63, min P[s + 4] & 63; s >= 4 scale the low nibble of P[s + 4]
+// with P[s - 4]'s top two bits above it, min the high nibble of P[s + 4] with P[s]'s. Stored as
+// the kernels read them: scales[s] a byte per row, mins[j] row r's mins of sub-blocks 2j and
+// 2j + 1 at bytes 2r, 2r + 1 (an int16 pair for VPMADDWD against the activation sums of the two).
+struct header16 {
+  alignas(64) std::uint8_t scales[8][16];
+  alignas(64) std::uint8_t mins[4][32];
+  SPITE_AVX512 explicit header16(const std::byte* blk) {
+    const std::byte* packed = blk + x16_packed_scales;
+    const __m512i p0 = _mm512_load_si512(packed), p4 = _mm512_load_si512(packed + 64), p8 = _mm512_load_si512(packed + 128);
+    const __m512i low6 = _mm512_set1_epi8(0x3F), low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+    const __m512i sc_low = _mm512_and_si512(p0, low6), m_low = _mm512_and_si512(p4, low6);
+    const __m512i sc_high = _mm512_or_si512(_mm512_and_si512(p8, low4), _mm512_and_si512(_mm512_srli_epi16(p0, 2), top2));
+    const __m512i m_high =
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p8, 4), low4), _mm512_and_si512(_mm512_srli_epi16(p4, 2), top2));
+    _mm512_store_si512(scales[0], sc_low);
+    _mm512_store_si512(scales[4], sc_high);
+    // [m0 m2 m4 m6] and [m1 m3 m5 m7] (16-row vectors), bytes interleaved lane by lane (rows 0-7,
+    // then 8-15), then each pair's two halves put together.
+    const __m512i even = _mm512_shuffle_i64x2(m_low, m_high, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i odd = _mm512_shuffle_i64x2(m_low, m_high, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512i lo = _mm512_unpacklo_epi8(even, odd), hi = _mm512_unpackhi_epi8(even, odd);
+    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    _mm512_store_si512(mins[0], _mm512_permutex2var_epi64(lo, first, hi));
+    _mm512_store_si512(mins[2], _mm512_permutex2var_epi64(lo, second, hi));
+  }
+};
+
 // Sub-block pair j's min terms of the 16 rows against one activation row.
-SPITE_AVX512 inline __m512i pair_min(const std::byte* blk, int j, std::int32_t sums) {
-  const __m512i mins = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_mins + 32 * j)));
+SPITE_AVX512 inline __m512i pair_min(const header16& h, int j, std::int32_t sums) {
+  const __m512i mins = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(h.mins[j])));
   return _mm512_madd_epi16(mins, _mm512_set1_epi32(sums));
 }
 
@@ -89,7 +120,7 @@ struct unpacked_pair {
     }
   }
   // One activation row's pair sum of each row: sum over both sub-blocks of scale x (q . x).
-  SPITE_AVX512 __m512i scaled_sum(const std::byte* blk, const gguf::block_q8_K& x, int j) const {
+  SPITE_AVX512 __m512i scaled_sum(const header16& h, const gguf::block_q8_K& x, int j) const {
     const std::int8_t* xs = x.qs + 64 * j;
     __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -98,7 +129,7 @@ struct unpacked_pair {
       b = _mm512_dpbusd_epi32(b, hi[c], _mm512_set1_epi32(load_u32(xs + 32 + 4 * c)));
     }
     b = _mm512_srai_epi32(b, 4);  // a multiple of 16, |b| < 2^20
-    const auto* sc = reinterpret_cast<const __m128i*>(blk + x16_scales + 32 * j);
+    const auto* sc = reinterpret_cast<const __m128i*>(h.scales[2 * j]);
     return _mm512_add_epi32(_mm512_mullo_epi32(a, _mm512_cvtepu8_epi32(_mm_load_si128(sc))),
                             _mm512_mullo_epi32(b, _mm512_cvtepu8_epi32(_mm_load_si128(sc + 1))));
   }
@@ -129,11 +160,12 @@ SPITE_AVX512 void gemv16(const std::byte* const* groups, std::int64_t nb, const 
       const std::byte* blk = groups[s] + static_cast<std::size_t>(b) * x16_block;
       __m512i is = _mm512_setzero_si512(), ms = _mm512_setzero_si512();
       x16_header_first<x16_quants>(blk);
+      const header16 h(blk);
       for (int j = 0; j < 4; ++j) {
         if (ahead != 0) fetch_ahead(blk, j, ahead);
         const unpacked_pair p(blk, j);
-        is = _mm512_add_epi32(is, p.scaled_sum(blk, x[b], j));
-        ms = _mm512_add_epi32(ms, pair_min(blk, j, ps.of(j)));
+        is = _mm512_add_epi32(is, p.scaled_sum(h, x[b], j));
+        ms = _mm512_add_epi32(ms, pair_min(h, j, ps.of(j)));
       }
       acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(halves16(blk), xd), acc[s]);
       acc_min[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(halves16(blk + x16_dmin), xd), acc_min[s]);
@@ -173,13 +205,14 @@ SPITE_AVX512 void gemv16_rows(const std::byte* group, std::int64_t nb, const ggu
       for (int j = 0; j < 4; ++j) pair_sum[k][j] = ps.of(j);
       is[k] = ms[k] = _mm512_setzero_si512();
     }
+    const header16 h(blk);
     for (int j = 0; j < 4; ++j) {
       if (ahead != 0) fetch_ahead(blk, j, ahead);
       const unpacked_pair p(blk, j);
 #pragma GCC unroll 4
       for (int k = 0; k < K; ++k) {
-        is[k] = _mm512_add_epi32(is[k], p.scaled_sum(blk, *x[k], j));
-        ms[k] = _mm512_add_epi32(ms[k], pair_min(blk, j, pair_sum[k][j]));
+        is[k] = _mm512_add_epi32(is[k], p.scaled_sum(h, *x[k], j));
+        ms[k] = _mm512_add_epi32(ms[k], pair_min(h, j, pair_sum[k][j]));
       }
     }
     const __m512 dw = halves16(blk), dmw = halves16(blk + x16_dmin);
@@ -207,6 +240,7 @@ SPITE_AVX512 void gemm16(const std::byte* group, std::int64_t nb, const gguf::bl
     const gguf::block_q8_K* x[K];
     __m512 ds[K];
     const __m512 dw = halves16(blk), dmw = halves16(blk + x16_dmin);
+    const header16 h(blk);
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) {
       x[k] = &xq[(t0 + k) * nb + b];
@@ -215,7 +249,7 @@ SPITE_AVX512 void gemm16(const std::byte* group, std::int64_t nb, const gguf::bl
       const __m512 dm = _mm512_mul_ps(dmw, xd);
       const pair_sums ps(*x[k]);
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc_min[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair_min(blk, j, ps.of(j))), dm, acc_min[k]);
+      for (int j = 0; j < 4; ++j) acc_min[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair_min(h, j, ps.of(j))), dm, acc_min[k]);
     }
     for (int j = 0; j < 4; ++j) {
       if (prefetch) {
@@ -224,7 +258,7 @@ SPITE_AVX512 void gemm16(const std::byte* group, std::int64_t nb, const gguf::bl
       }
       const unpacked_pair p(blk, j);
 #pragma GCC unroll 4
-      for (int k = 0; k < K; ++k) acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p.scaled_sum(blk, *x[k], j)), ds[k], acc[k]);
+      for (int k = 0; k < K; ++k) acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p.scaled_sum(h, *x[k], j)), ds[k], acc[k]);
     }
   }
 #pragma GCC unroll 4
@@ -247,15 +281,7 @@ std::size_t pack_q4_K_x16(weight& w) {
           const gguf::block_q4_K& blk = row[b];
           std::memcpy(dst + 2 * r, &blk.d, 2);
           std::memcpy(dst + x16_dmin + 2 * r, &blk.dmin, 2);
-          std::uint32_t sm[4];
-          scales_mins_k4(blk.scales, sm);
-          const auto* s8 = reinterpret_cast<const std::uint8_t*>(sm);
-          auto* sc = reinterpret_cast<std::uint8_t*>(dst + x16_scales);
-          auto* mn = reinterpret_cast<std::uint8_t*>(dst + x16_mins);
-          for (int s = 0; s < 8; ++s) {
-            sc[16 * s + r] = s8[s];
-            mn[32 * (s / 2) + 2 * r + s % 2] = s8[8 + s];
-          }
+          for (int k = 0; k < 12; ++k) std::memcpy(dst + x16_packed_scales + 16 * k + r, blk.scales + k, 1);
           for (int j = 0; j < 4; ++j) {
             for (int c = 0; c < 8; ++c) std::memcpy(dst + x16_quants + 512 * j + 64 * c + 4 * r, blk.qs + 32 * j + 4 * c, 4);
           }
