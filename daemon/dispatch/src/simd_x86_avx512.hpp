@@ -16,6 +16,36 @@
 #if defined(__x86_64__)
 namespace spite::dispatch::cpu::x86 {
 
+// A Q4_K or Q5_K super-block's 6-bit scales and mins of 16 rows, unpacked from their 12 packed
+// bytes P[k] as the 16-row layouts store them (at `packed`, byte k of row r at 16 k + r) by
+// scales_mins_k4's rule, four bytes' 16-row vectors per operation: sub-block s < 4 scale P[s] &
+// 63, min P[s + 4] & 63; s >= 4 scale the low nibble of P[s + 4] with P[s - 4]'s top two bits
+// above it, min the high nibble of P[s + 4] with P[s]'s. Stored as the kernels read them:
+// scales[s] a byte per row, mins[j] row r's mins of sub-blocks 2j and 2j + 1 at bytes 2r, 2r + 1
+// (an int16 pair for VPMADDWD against the activation sums of the two).
+struct x16_scales_mins {
+  alignas(64) std::uint8_t scales[8][16];
+  alignas(64) std::uint8_t mins[4][32];
+  SPITE_AVX512 explicit x16_scales_mins(const std::byte* packed) {
+    const __m512i p0 = _mm512_load_si512(packed), p4 = _mm512_load_si512(packed + 64), p8 = _mm512_load_si512(packed + 128);
+    const __m512i low6 = _mm512_set1_epi8(0x3F), low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+    const __m512i sc_low = _mm512_and_si512(p0, low6), m_low = _mm512_and_si512(p4, low6);
+    const __m512i sc_high = _mm512_or_si512(_mm512_and_si512(p8, low4), _mm512_and_si512(_mm512_srli_epi16(p0, 2), top2));
+    const __m512i m_high =
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p8, 4), low4), _mm512_and_si512(_mm512_srli_epi16(p4, 2), top2));
+    _mm512_store_si512(scales[0], sc_low);
+    _mm512_store_si512(scales[4], sc_high);
+    // [m0 m2 m4 m6] and [m1 m3 m5 m7] (16-row vectors), bytes interleaved lane by lane (rows 0-7,
+    // then 8-15), then each pair's two halves put together.
+    const __m512i even = _mm512_shuffle_i64x2(m_low, m_high, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i odd = _mm512_shuffle_i64x2(m_low, m_high, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512i lo = _mm512_unpacklo_epi8(even, odd), hi = _mm512_unpackhi_epi8(even, odd);
+    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    _mm512_store_si512(mins[0], _mm512_permutex2var_epi64(lo, first, hi));
+    _mm512_store_si512(mins[2], _mm512_permutex2var_epi64(lo, second, hi));
+  }
+};
+
 // The 16-row tiles (simd_x86_q5k_x16.cpp, simd_x86_q6k_x16.cpp) take T activation rows `stride`
 // blocks apart; for super-block b: each row's block and quants, and its 8 lanes zeroed.
 template <int T>

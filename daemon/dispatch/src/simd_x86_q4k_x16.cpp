@@ -12,7 +12,7 @@
 //   d[16], dmin[16]  f16, row r's at 2 r (offsets 0 and 32);
 //   scales[12][16]   u8, byte k of row r's 12 packed bytes of 6-bit scales and mins (as in the
 //                    file) at 64 + 16 k + r, unpacked per super-block for all 16 rows at
-//                    once (header16);
+//                    once (x16_scales_mins);
 //   quants[4][8]     64-byte chunks at 256 + 512 j + 64 c: bytes 4r..4r+3 are row r's
 //                    qs[32 j + 4 c .. 32 j + 4 c + 3] (sub-block 2j in the low nibbles, 2j + 1
 //                    in the high ones), cache-line aligned.
@@ -49,38 +49,8 @@ SPITE_AVX512 inline __m512 halves16(const std::byte* p) {
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// A super-block's 6-bit scales and mins of the 16 rows, unpacked from the packed bytes P[k] (byte
-// k of each row: scales_mins_k4's rule for 16 rows, four bytes' 16-row vectors per operation):
-// sub-block s < 4 scale P[s] & 63, min P[s + 4] & 63; s >= 4 scale the low nibble of P[s + 4]
-// with P[s - 4]'s top two bits above it, min the high nibble of P[s + 4] with P[s]'s. Stored as
-// the kernels read them: scales[s] a byte per row, mins[j] row r's mins of sub-blocks 2j and
-// 2j + 1 at bytes 2r, 2r + 1 (an int16 pair for VPMADDWD against the activation sums of the two).
-struct header16 {
-  alignas(64) std::uint8_t scales[8][16];
-  alignas(64) std::uint8_t mins[4][32];
-  SPITE_AVX512 explicit header16(const std::byte* blk) {
-    const std::byte* packed = blk + x16_packed_scales;
-    const __m512i p0 = _mm512_load_si512(packed), p4 = _mm512_load_si512(packed + 64), p8 = _mm512_load_si512(packed + 128);
-    const __m512i low6 = _mm512_set1_epi8(0x3F), low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
-    const __m512i sc_low = _mm512_and_si512(p0, low6), m_low = _mm512_and_si512(p4, low6);
-    const __m512i sc_high = _mm512_or_si512(_mm512_and_si512(p8, low4), _mm512_and_si512(_mm512_srli_epi16(p0, 2), top2));
-    const __m512i m_high =
-        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p8, 4), low4), _mm512_and_si512(_mm512_srli_epi16(p4, 2), top2));
-    _mm512_store_si512(scales[0], sc_low);
-    _mm512_store_si512(scales[4], sc_high);
-    // [m0 m2 m4 m6] and [m1 m3 m5 m7] (16-row vectors), bytes interleaved lane by lane (rows 0-7,
-    // then 8-15), then each pair's two halves put together.
-    const __m512i even = _mm512_shuffle_i64x2(m_low, m_high, _MM_SHUFFLE(2, 0, 2, 0));
-    const __m512i odd = _mm512_shuffle_i64x2(m_low, m_high, _MM_SHUFFLE(3, 1, 3, 1));
-    const __m512i lo = _mm512_unpacklo_epi8(even, odd), hi = _mm512_unpackhi_epi8(even, odd);
-    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
-    _mm512_store_si512(mins[0], _mm512_permutex2var_epi64(lo, first, hi));
-    _mm512_store_si512(mins[2], _mm512_permutex2var_epi64(lo, second, hi));
-  }
-};
-
 // Sub-block pair j's min terms of the 16 rows against one activation row.
-SPITE_AVX512 inline __m512i pair_min(const header16& h, int j, std::int32_t sums) {
+SPITE_AVX512 inline __m512i pair_min(const x16_scales_mins& h, int j, std::int32_t sums) {
   const __m512i mins = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(h.mins[j])));
   return _mm512_madd_epi16(mins, _mm512_set1_epi32(sums));
 }
@@ -120,7 +90,7 @@ struct unpacked_pair {
     }
   }
   // One activation row's pair sum of each row: sum over both sub-blocks of scale x (q . x).
-  SPITE_AVX512 __m512i scaled_sum(const header16& h, const gguf::block_q8_K& x, int j) const {
+  SPITE_AVX512 __m512i scaled_sum(const x16_scales_mins& h, const gguf::block_q8_K& x, int j) const {
     const std::int8_t* xs = x.qs + 64 * j;
     __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -160,7 +130,7 @@ SPITE_AVX512 void gemv16(const std::byte* const* groups, std::int64_t nb, const 
       const std::byte* blk = groups[s] + static_cast<std::size_t>(b) * x16_block;
       __m512i is = _mm512_setzero_si512(), ms = _mm512_setzero_si512();
       x16_header_first<x16_quants>(blk);
-      const header16 h(blk);
+      const x16_scales_mins h(blk + x16_packed_scales);
       for (int j = 0; j < 4; ++j) {
         if (ahead != 0) fetch_ahead(blk, j, ahead);
         const unpacked_pair p(blk, j);
@@ -205,7 +175,7 @@ SPITE_AVX512 void gemv16_rows(const std::byte* group, std::int64_t nb, const ggu
       for (int j = 0; j < 4; ++j) pair_sum[k][j] = ps.of(j);
       is[k] = ms[k] = _mm512_setzero_si512();
     }
-    const header16 h(blk);
+    const x16_scales_mins h(blk + x16_packed_scales);
     for (int j = 0; j < 4; ++j) {
       if (ahead != 0) fetch_ahead(blk, j, ahead);
       const unpacked_pair p(blk, j);
@@ -240,7 +210,7 @@ SPITE_AVX512 void gemm16(const std::byte* group, std::int64_t nb, const gguf::bl
     const gguf::block_q8_K* x[K];
     __m512 ds[K];
     const __m512 dw = halves16(blk), dmw = halves16(blk + x16_dmin);
-    const header16 h(blk);
+    const x16_scales_mins h(blk + x16_packed_scales);
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) {
       x[k] = &xq[(t0 + k) * nb + b];

@@ -8,12 +8,12 @@
 // The 8-row layout computes with 256-bit registers (about 32 GB/s from cache, one thread: less
 // than the memory gives). Here a 64-byte register is one 4-element chunk of 16 rows, so a lane of
 // 16 rows is one vector (VPMADDUBSW and VPDPWSSD per 64 products), as in simd_x86_q6k_x16.cpp.
-// Per group of 16 rows and super-block (2880 bytes, 45 cache lines; the file's 16 x 176 = 2816
-// and 64 bytes of padding):
+// Per group of 16 rows and super-block (2816 bytes, 44 cache lines: the file's 16 x 176):
 //   d[16], dmin[16]  f16 at 2 r and 32 + 2 r;
-//   scales[8][16]    u8 at 64 + 16 g + r: row r's scale of group g;
-//   mins[4][16][2]   u8 at 192 + 32 p + 2 r + h: row r's min of group 2p + h;
-//   then per 32-element group g, 320 bytes at 320 + 320 g, in the order the tile reads them:
+//   scales[12][16]   u8 at 64 + 16 k + r: byte k of row r's 12 packed bytes of 6-bit scales and
+//                    mins (as in the file), unpacked per super-block for the 16 rows
+//                    (x16_scales_mins; until 2026-12-07 they were stored unpacked, 64 bytes more);
+//   then per 32-element group g, 320 bytes at 256 + 320 g, in the order the tile reads them:
 //     low[4]         64-byte registers at + 64 n: bytes 4r..4r+3 hold row r's elements
 //                    32g + 4n..+3 (lane n) in the low nibbles and 32g + 16 + 4n..+3 (lane n + 4)
 //                    in the high;
@@ -32,9 +32,9 @@
 namespace spite::dispatch::cpu::x86 {
 namespace {
 
-constexpr std::size_t x16_dmin = 32, x16_scales = 64, x16_mins = 192, x16_groups = 320, x16_group = 5 * 64;
+constexpr std::size_t x16_dmin = 32, x16_packed_scales = 64, x16_groups = 256, x16_group = 5 * 64;
 constexpr std::size_t x16_block = x16_groups + 8 * x16_group;
-static_assert(x16_block % cache_line == 0 && x16_block == 16 * sizeof(gguf::block_q5_K) + 64);
+static_assert(x16_block % cache_line == 0 && x16_block == 16 * sizeof(gguf::block_q5_K));
 
 // Lane L of the 16 rows in the group at `group`: 4 unsigned 5-bit quants per row. The high
 // register masked to bits L % 4 and L % 4 + 4 of each byte (two lanes' fifth bits): with bit L
@@ -57,7 +57,7 @@ SPITE_AVX512 inline __m512i chunk(const std::byte* group, __m512i m4) {
 // lane k's rows 4k..4k + 3 picked by one byte shuffle (zero-extended, both halves) where a
 // widening, a shift and an or took three operations (Q5_K:2048:5632 from the caches, one
 // thread, 0.171-0.172 -> 0.168 ms).
-SPITE_AVX512 inline __m512i scale_pairs(const std::byte* scales) {
+SPITE_AVX512 inline __m512i scale_pairs(const std::uint8_t* scales) {
   const __m512i bytes = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
   const __m512i pick = _mm512_set_epi8(-1, 15, -1, 15, -1, 14, -1, 14, -1, 13, -1, 13, -1, 12, -1, 12,  //
                                        -1, 11, -1, 11, -1, 10, -1, 10, -1, 9, -1, 9, -1, 8, -1, 8,      //
@@ -84,12 +84,13 @@ SPITE_AVX512 inline void lane(const std::byte* blk, const std::int8_t* const* xs
 // three rounds alternated), one thread 76-83 % at five, 80-83 % at two, 84-88 % at three, 77-80 %
 // at four; two threads 75-79 %, 80 %, 82-87 %, 77-87 %.
 template <int G, int T>
-SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i (*lanes)[8]) {
+SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* xs, const x16_scales_mins* h, __m512i m4,
+                               __m512i (*lanes)[8]) {
   constexpr int lines = static_cast<int>(x16_block / cache_line);
   if (const auto ahead = static_cast<std::size_t>(decode_fetch.q5_k); ahead != 0) {
     for (int j = 6 * G; j < std::min(6 * G + 6, lines); ++j) prefetch_l1(blk + ahead * x16_block + cache_line * j);
   }
-  const __m512i scales = scale_pairs(blk + x16_scales + 16 * G);
+  const __m512i scales = scale_pairs(h->scales[G]);
   lane<G, 0, T>(blk, xs, m4, scales, lanes);
   lane<G, 1, T>(blk, xs, m4, scales, lanes);
   lane<G, 2, T>(blk, xs, m4, scales, lanes);
@@ -102,12 +103,12 @@ SPITE_AVX512 inline void group(const std::byte* blk, const std::int8_t* const* x
 
 // The mins of one super-block against activation row x into summs: fma(-d_x * dmin_w, sum over
 // group pairs p of min_2p (bsum[4p] + bsum[4p + 1]) + min_2p+1 (...), summs).
-SPITE_AVX512 inline __m512 add_mins(const std::byte* blk, __m512 dmw, const gguf::block_q8_K& x, __m512 summs) {
+SPITE_AVX512 inline __m512 add_mins(const x16_scales_mins& h, __m512 dmw, const gguf::block_q8_K& x, __m512 summs) {
   __m512i msum = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
     // Group pair p's mins of the 16 rows, an int16 pair per row.
-    const __m512i mins = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_mins + 32 * p)));
+    const __m512i mins = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(h.mins[p])));
     const auto bp0 = static_cast<std::uint16_t>(x.bsums[4 * p] + x.bsums[4 * p + 1]);
     const auto bp1 = static_cast<std::uint16_t>(x.bsums[4 * p + 2] + x.bsums[4 * p + 3]);
     msum = _mm512_add_epi32(msum, _mm512_madd_epi16(mins, _mm512_set1_epi32(static_cast<int>(bp0 | (std::uint32_t{bp1} << 16)))));
@@ -118,8 +119,9 @@ SPITE_AVX512 inline __m512 add_mins(const std::byte* blk, __m512 dmw, const gguf
 // group<G, T> for x16_eight_groups.
 struct groups {
   template <int G, int T>
-  [[gnu::always_inline]] SPITE_AVX512 static void run(const std::byte* blk, const std::int8_t* const* xs, __m512i m4, __m512i (*lanes)[8]) {
-    group<G, T>(blk, xs, m4, lanes);
+  [[gnu::always_inline]] SPITE_AVX512 static void run(const std::byte* blk, const std::int8_t* const* xs, const x16_scales_mins* h,
+                                                      __m512i m4, __m512i (*lanes)[8]) {
+    group<G, T>(blk, xs, h, m4, lanes);
   }
 };
 
@@ -131,10 +133,11 @@ template <int T>
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const std::byte* blk = group_base + static_cast<std::size_t>(b) * x16_block;
   x16_header_first<x16_groups>(blk);  // the first group's lines too measured the same
+  const x16_scales_mins h(blk + x16_packed_scales);
   __m512i lanes[T][8];
   x16_activations<T> act(x, stride, b, lanes);
   act.broadcast_afresh();  // for decode_pair
-  x16_eight_groups<groups, T>(blk, act.qs, m4, lanes);
+  x16_eight_groups<groups, T>(blk, act.qs, &h, m4, lanes);
   const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
   const __m512 dmw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_dmin)));
 #pragma GCC unroll 2
@@ -142,7 +145,7 @@ template <int T>
     const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(act.block[t]->d), dw);
 #pragma GCC unroll 8
     for (int L = 0; L < 8; ++L) acc[t][L] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(lanes[t][L]), acc[t][L]);
-    summs[t] = add_mins(blk, dmw, *act.block[t], summs[t]);
+    summs[t] = add_mins(h, dmw, *act.block[t], summs[t]);
   }
 }
 
@@ -216,18 +219,19 @@ SPITE_AVX512 void tile16_by_lane(const std::byte* group_base, std::int64_t nb, c
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)));
     const __m512 dmw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + x16_dmin)));
     const x16_block_rows<T> rows(x, stride, b, dw);
+    const x16_scales_mins h(blk + x16_packed_scales);
     // Row r's scale of group g as an int16 pair (dword r).
     __m512i scales[8];
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
-      scales[g] = scale_pairs(blk + x16_scales + 16 * g);
+      scales[g] = scale_pairs(h.scales[g]);
     }
     lane_pair_of_rows<0, T>(blk, rows, scales, acc);
     lane_pair_of_rows<1, T>(blk, rows, scales, acc);
     lane_pair_of_rows<2, T>(blk, rows, scales, acc);
     lane_pair_of_rows<3, T>(blk, rows, scales, acc);
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) summs[t] = add_mins(blk, dmw, *rows.block[t], summs[t]);
+    for (int t = 0; t < T; ++t) summs[t] = add_mins(h, dmw, *rows.block[t], summs[t]);
   }
   x16_store_lane_sums<T>(acc, y16, out, summs);
 }
@@ -240,9 +244,8 @@ std::size_t pack_q5_K_x16(weight& w) {
     kquants::unpack_q5_K(blk, q, sc16, mins);
     std::memcpy(dst + 2 * r, &blk.d, 2);
     std::memcpy(dst + x16_dmin + 2 * r, &blk.dmin, 2);
+    for (int k = 0; k < 12; ++k) dst[x16_packed_scales + 16 * k + r] = blk.scales[k];
     for (int grp = 0; grp < 8; ++grp) {
-      dst[x16_scales + 16 * grp + r] = static_cast<std::uint8_t>(sc16[2 * grp]);
-      dst[x16_mins + 32 * (grp / 2) + 2 * r + grp % 2] = static_cast<std::uint8_t>(mins[grp]);
       // Row r's dwords, four elements at a time (element by element, two read-modify-writes at
       // computed offsets each, as Q6_K's packer did before it took most of a Q6_K model's load):
       // chunk L = elements 32 grp + 4L + j in the low (L < 4) or high nibbles of vector L % 4,
