@@ -464,6 +464,9 @@ constexpr layout_choice k_layouts[] = {
     {tensor_type::q4_1, pack_q4_1_x16, pack_q4_1},
     {tensor_type::q5_K, pack_q5_K_x16, pack_q5_K},
     {tensor_type::q6_K, pack_q6_K_x16, pack_q6_K_4_or_8},
+    {tensor_type::f32, pack_f32_x16, nullptr},
+    {tensor_type::f16, pack_f16_x16, nullptr},
+    {tensor_type::bf16, pack_bf16_x16, nullptr},
 };
 
 std::size_t pack_layout(weight& w) {

@@ -17,6 +17,10 @@
 
 #include "simd_x86.hpp"
 
+#define SPITE_AVX512_BF16 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
+#define SPITE_FLOAT_X16 SPITE_AVX512_BF16
+#include "simd_x86_float_x16.hpp"
+
 #if defined(__x86_64__)
 #include <bit>
 #include <cmath>
@@ -25,8 +29,6 @@
 
 namespace spite::dispatch::cpu::x86 {
 namespace {
-
-#define SPITE_AVX512_BF16 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
 
 SPITE_AVX512_BF16 inline __m512 add_pairs(__m512 acc, __m512i a, __m512i b) {
   return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
@@ -108,6 +110,16 @@ void matmul_bf16_avx512(const weight& w, const float* x, std::int64_t n_tokens, 
                              rows);
 }
 
+// The 16-row layout's chunk (simd_x86_float_x16.cpp): 16 bf16 pairs of a row against the
+// activations' 32 bf16 values as they come, one VDPBF16PS.
+struct bf16_dot_chunks {
+  static constexpr std::size_t chunk_bytes = 64;
+  static constexpr std::int64_t elements = 32, x_floats = 16;
+  SPITE_AVX512_BF16 static __m512 add(const std::byte* w, const float* x, __m512 acc) {
+    return add_pairs(acc, _mm512_load_si512(w), _mm512_loadu_si512(x));
+  }
+};
+
 // The reference's arithmetic for one step of 32 values into 16 lanes (dot_bf16's bf16_pairs).
 float reference_lane(float acc, std::uint16_t a_even, std::uint16_t a_odd, std::uint16_t b_even, std::uint16_t b_odd) {
   const float odd = bf16_to_fp32(a_odd) * bf16_to_fp32(b_odd);
@@ -157,6 +169,20 @@ bool usable() {
 matmul_fn avx512_bf16_matmul() {
   static const bool present = usable();
   return present && avx512_allowed() ? matmul_bf16_avx512 : nullptr;
+}
+
+bool matmul_bf16_x16_dot(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (avx512_bf16_matmul() == nullptr) return false;
+  // bf16 values, two to a float's place; batches' rows a little longer than theirs (see
+  // prepared_stride in simd_x86_float_x16.cpp).
+  const std::int64_t ldx = w.in / 2 + (n_tokens > 1 ? 16 : 0);
+  aligned_vector<float> xs(static_cast<std::size_t>(ldx * n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) {
+    auto* row = reinterpret_cast<std::uint16_t*>(xs.data() + t * ldx);
+    for (std::int64_t i = 0; i < w.in; ++i) row[i] = fp32_to_bf16(x[t * w.in + i]);
+  }
+  matmul_groups<bf16_dot_chunks>(w, xs.data(), ldx, n_tokens, y, pool);
+  return true;
 }
 
 }  // namespace spite::dispatch::cpu::x86

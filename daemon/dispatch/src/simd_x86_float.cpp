@@ -21,6 +21,7 @@
 #include "cpu_kernels.hpp"
 #include "ref_math.hpp"
 #include "simd_math.hpp"
+#include "simd_x86_x16.hpp"
 
 namespace spite::dispatch::cpu::x86 {
 namespace {
@@ -284,6 +285,7 @@ SPITE_AVX2 float vec_dot(const T* wrow, const float* x, std::int64_t n) {
 
 template <class T>
 void matmul_float_impl(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.packed != nullptr && w.packed_rows == 16 && matmul_float_x16(w, x, n_tokens, y, pool)) return;
   if (!float_gemm_path(w)) {
     aligned_vector<float> rounded;
     const float* xs = x;
@@ -573,6 +575,7 @@ void matmul_bf16_impl(const weight& w, const float* x, std::int64_t n_tokens, fl
 }  // namespace
 
 void matmul_bf16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
+  if (w.packed != nullptr && w.packed_rows == 16 && matmul_float_x16(w, x, n_tokens, y, pool)) return;
   // One activation row goes the two-stream way below even with AVX-512 BF16, whose decode reads
   // one stream of 4-row groups: BF16:5632:2048 from memory, two rounds alternated, 81-82 % of a
   // plain read of the same bytes that way against 90-94 % (one thread) and 81-82 / 90-92 % (two).

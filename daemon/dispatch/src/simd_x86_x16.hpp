@@ -51,5 +51,14 @@ bool matmul_q5_0_x16(const weight& w, const float* x, std::int64_t n_tokens, flo
 bool matmul_q5_1_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 bool matmul_q4_1_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
 
+// F32, F16 and BF16 (simd_x86_float_x16.cpp), against the float activations.
+std::size_t pack_f32_x16(weight& w);
+std::size_t pack_f16_x16(weight& w);
+std::size_t pack_bf16_x16(weight& w);
+bool matmul_float_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+// BF16 from that layout by VDPBF16PS (simd_x86_avx512_bf16.cpp), where avx512_bf16_matmul runs;
+// false, having done nothing, elsewhere.
+bool matmul_bf16_x16_dot(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool);
+
 }  // namespace spite::dispatch::cpu::x86
 #endif

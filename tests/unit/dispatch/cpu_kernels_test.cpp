@@ -381,6 +381,39 @@ TEST_CASE("16-row Q8_0, Q4_0, IQ4_NL, Q2_K to Q6_K, IQ4_XS, Q5_0, Q5_1 and Q4_1,
   cpu::set_avx512(true);
 }
 
+TEST_CASE("F32, F16 and BF16 matrices take 16-row groups of whole chunks only where the AVX-512 kernels run and the reference's order allows") {
+  if (!packed_layouts_here()) return;
+  std::mt19937 rng(6);
+  for (const bool avx512 : {true, false}) {
+    cpu::set_avx512(avx512);
+    const bool vnni = avx512 && cpu::has_avx512_kernels();
+    INFO("AVX-512 kernels " << (vnni ? "run" : "stand aside"));
+    for (const tensor_type type : {tensor_type::f32, tensor_type::f16}) {
+      // 3 chunks of 16 elements per row, 2 groups: row 17's chunk 2 is second in the second
+      // group's third chunk.
+      quantized_matrix m = random_matrix(type, 48, 32, rng);
+      const std::size_t chunk = type == tensor_type::f32 ? 64 : 32;
+      CHECK(cpu::pack_weight(m.w) == (vnni ? m.bytes.size() : 0));
+      if (vnni) {
+        CHECK(m.w.packed_rows == 16);
+        CHECK(std::memcmp(m.w.packed + (3 + 2) * 16 * chunk + chunk, m.w.row(17) + 2 * chunk, chunk) == 0);
+      }
+      quantized_matrix rows24 = random_matrix(type, 48, 24, rng);  // not a multiple of 16
+      CHECK(cpu::pack_weight(rows24.w) == 0);
+      quantized_matrix expert = random_matrix(type, 48, 32, rng);
+      expert.w.no_gemm = true;  // the reference's vector dot product: another order
+      CHECK(cpu::pack_weight(expert.w) == 0);
+    }
+    // BF16: chunks of 32 values (64 bytes); rows of 48 values are left to the generic path.
+    quantized_matrix b = random_matrix(tensor_type::bf16, 64, 32, rng);
+    CHECK(cpu::pack_weight(b.w) == (vnni ? b.bytes.size() : 0));
+    if (vnni) CHECK(std::memcmp(b.w.packed + (2 + 1) * 16 * 64 + 64, b.w.row(17) + 64, 64) == 0);
+    quantized_matrix b48 = random_matrix(tensor_type::bf16, 48, 32, rng);
+    CHECK(cpu::pack_weight(b48.w) == 0);
+  }
+  cpu::set_avx512(true);
+}
+
 // Bitwise equality of two results.
 std::size_t differing_floats(const std::vector<float>& a, const std::vector<float>& b) {
   std::size_t n = a.size() == b.size() ? 0 : a.size() + b.size();
