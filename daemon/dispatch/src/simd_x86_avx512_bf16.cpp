@@ -115,6 +115,7 @@ void matmul_bf16_avx512(const weight& w, const float* x, std::int64_t n_tokens, 
 struct bf16_dot_chunks {
   static constexpr std::size_t chunk_bytes = 64;
   static constexpr std::int64_t elements = 32, x_floats = 16;
+  static constexpr bool loads_in_order = false;
   SPITE_AVX512_BF16 static __m512 add(const std::byte* w, const float* x, __m512 acc) {
     return add_pairs(acc, _mm512_load_si512(w), _mm512_loadu_si512(x));
   }

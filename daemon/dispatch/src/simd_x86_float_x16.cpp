@@ -37,6 +37,7 @@ namespace {
 struct f32_chunks {
   static constexpr std::size_t chunk_bytes = 64;
   static constexpr std::int64_t elements = 16, x_floats = 16;
+  static constexpr bool loads_in_order = true;
   SPITE_AVX512 static __m512 add(const std::byte* w, const float* x, __m512 acc) {
     return _mm512_fmadd_ps(_mm512_load_ps(reinterpret_cast<const float*>(w)), _mm512_loadu_ps(x), acc);
   }
@@ -45,6 +46,7 @@ struct f32_chunks {
 struct f16_chunks {
   static constexpr std::size_t chunk_bytes = 32;
   static constexpr std::int64_t elements = 16, x_floats = 16;
+  static constexpr bool loads_in_order = false;
   SPITE_AVX512 static __m512 add(const std::byte* w, const float* x, __m512 acc) {
     const __m512 wv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(w)));
     return _mm512_fmadd_ps(wv, _mm512_loadu_ps(x), acc);
@@ -56,6 +58,7 @@ struct f16_chunks {
 struct bf16_chunks {
   static constexpr std::size_t chunk_bytes = 64;
   static constexpr std::int64_t elements = 32, x_floats = 32;
+  static constexpr bool loads_in_order = false;
   SPITE_AVX512 static __m512 add(const std::byte* w, const float* x, __m512 acc) {
     const __m512i pairs = _mm512_load_si512(w);
     const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
