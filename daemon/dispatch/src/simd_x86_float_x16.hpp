@@ -35,8 +35,8 @@ SPITE_FLOAT_X16 inline __m512 reduce16_each(const __m512* a) {
     s4[q] = _mm512_add_ps(_mm512_shuffle_f32x4(s8[2 * q], s8[2 * q + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                           _mm512_shuffle_f32x4(s8[2 * q], s8[2 * q + 1], _MM_SHUFFLE(3, 1, 3, 1)));
   }
-  // Block j of s4[m] is row 4m + j: transposed within the blocks, lane k of block j holds s4[k]
-  // of row 4 x (lane) + j in t[k].
+  // Block j of s4[m] holds row 4m + j's s4[0..3]; transposed within the blocks, lane m of block j
+  // of tk is s4[k] of row 4m + j.
   const __m512 ab_lo = _mm512_unpacklo_ps(s4[0], s4[1]), ab_hi = _mm512_unpackhi_ps(s4[0], s4[1]);
   const __m512 cd_lo = _mm512_unpacklo_ps(s4[2], s4[3]), cd_hi = _mm512_unpackhi_ps(s4[2], s4[3]);
   const __m512 t0 = _mm512_shuffle_ps(ab_lo, cd_lo, _MM_SHUFFLE(1, 0, 1, 0)), t1 = _mm512_shuffle_ps(ab_lo, cd_lo, _MM_SHUFFLE(3, 2, 3, 2));
