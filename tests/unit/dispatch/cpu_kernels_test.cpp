@@ -427,7 +427,8 @@ TEST_CASE("matrices placed together run as one matrix and give each part's own p
   const std::pair<tensor_type, std::int64_t> types[] = {
       {tensor_type::q4_0, 32}, {tensor_type::q8_0, 32}, {tensor_type::iq4_nl, 32}, {tensor_type::q4_1, 32},
       {tensor_type::q5_0, 32}, {tensor_type::q5_1, 32}, {tensor_type::q2_K, 256},  {tensor_type::q4_K, 256},
-      {tensor_type::q3_K, 256}, {tensor_type::q5_K, 256}, {tensor_type::q6_K, 256}, {tensor_type::iq4_xs, 256}};
+      {tensor_type::q3_K, 256}, {tensor_type::q5_K, 256}, {tensor_type::q6_K, 256}, {tensor_type::iq4_xs, 256},
+      {tensor_type::f32, 16},   {tensor_type::f16, 16},   {tensor_type::bf16, 32}};
   for (const bool avx512 : {true, false}) {
     cpu::set_avx512(avx512);
     for (const auto& [type, block] : types) {
