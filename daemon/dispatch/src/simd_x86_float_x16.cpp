@@ -24,8 +24,6 @@
 #if defined(__x86_64__)
 #include <cstring>
 
-#include "aligned_buffer.hpp"
-#include "load_workers.hpp"
 #include "simd_math.hpp"
 #include "spite/core/half.hpp"
 
@@ -68,27 +66,19 @@ struct bf16_chunks {
   }
 };
 
+// A chunk of one row, as x16_pack_units copies it into its group's step (a unit per chunk).
+template <std::size_t Bytes>
+struct row_chunk {
+  std::byte bytes[Bytes];
+};
+
 template <class E>
 std::size_t pack16(weight& w) {
-  if (!has_avx512_kernels() || w.out % 16 != 0 || w.in % E::elements != 0) return 0;
-  const std::int64_t chunks = w.in / E::elements, groups = w.out / 16;
-  const std::size_t bytes = w.row_bytes * static_cast<std::size_t>(w.out);
-  auto buffer = make_aligned_bytes(bytes);
-  for_load_ranges(groups, [&](std::int64_t g0, std::int64_t g1) {
-    for (std::int64_t g = g0; g < g1; ++g) {
-      for (std::int64_t r = 0; r < 16; ++r) {
-        const std::byte* row = w.row(16 * g + r);
-        std::byte* dst = buffer.get() + static_cast<std::size_t>(g * chunks) * 16 * E::chunk_bytes + static_cast<std::size_t>(r) * E::chunk_bytes;
-        for (std::int64_t c = 0; c < chunks; ++c) {
-          std::memcpy(dst + static_cast<std::size_t>(c) * 16 * E::chunk_bytes, row + static_cast<std::size_t>(c) * E::chunk_bytes, E::chunk_bytes);
-        }
-      }
-    }
+  if (w.in % E::elements != 0) return 0;
+  using chunk = row_chunk<E::chunk_bytes>;
+  return x16_pack_units<chunk, 1>(w, 16 * E::chunk_bytes, E::elements, [](std::byte* step, std::size_t, const chunk& c, std::size_t r) {
+    std::memcpy(step + r * E::chunk_bytes, c.bytes, E::chunk_bytes);
   });
-  w.packed = buffer.get();
-  w.packed_owner = std::move(buffer);
-  w.packed_rows = 16;
-  return bytes;
 }
 
 // Batches get rows `ldx` floats apart, a little more than a row: at a power-of-two length the
@@ -104,14 +94,20 @@ std::size_t pack_bf16_x16(weight& w) { return pack16<bf16_chunks>(w); }
 bool matmul_float_x16(const weight& w, const float* x, std::int64_t n_tokens, float* y, thread_pool& pool) {
   if (!has_avx512_kernels()) return false;
   const std::int64_t ldx = prepared_stride(w, n_tokens);
-  aligned_vector<float> xs(static_cast<std::size_t>(ldx * n_tokens));
+  aligned_vector<float> xs;
   switch (w.type) {
     case gguf::tensor_type::f32:
+      if (n_tokens == 1) {  // the activations as they are
+        matmul_groups<f32_chunks>(w, x, w.in, 1, y, pool);
+        return true;
+      }
+      xs.resize(static_cast<std::size_t>(ldx * n_tokens));
       for (std::int64_t t = 0; t < n_tokens; ++t) std::memcpy(xs.data() + t * ldx, x + t * w.in, sizeof(float) * static_cast<std::size_t>(w.in));
       matmul_groups<f32_chunks>(w, xs.data(), ldx, n_tokens, y, pool);
       return true;
     case gguf::tensor_type::f16:
       // The reference rounds the activations to f16 for f16 weights.
+      xs.resize(static_cast<std::size_t>(ldx * n_tokens));
       for (std::int64_t t = 0; t < n_tokens; ++t) fast_math()->round_f16(x + t * w.in, xs.data() + t * ldx, w.in);
       matmul_groups<f16_chunks>(w, xs.data(), ldx, n_tokens, y, pool);
       return true;
@@ -121,6 +117,7 @@ bool matmul_float_x16(const weight& w, const float* x, std::int64_t n_tokens, fl
       // layout's VDPBF16PS tiles ran 67-71); decode reads at memory's pace either way.
       if (n_tokens > 1 && matmul_bf16_x16_dot(w, x, n_tokens, y, pool)) return true;
       // Rounded to bf16, each 32 values as [the odd elements of pairs 0-15 | the even ones].
+      xs.resize(static_cast<std::size_t>(ldx * n_tokens));
       for (std::int64_t t = 0; t < n_tokens; ++t) {
         for (std::int64_t i = 0; i < w.in; i += 32) {
           float* chunk = xs.data() + t * ldx + i;
