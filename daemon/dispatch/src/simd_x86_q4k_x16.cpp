@@ -73,46 +73,19 @@ SPITE_AVX512 inline void fetch_ahead(const std::byte* blk, int j, std::size_t ah
 }
 constexpr std::size_t batch_fetch_blocks = 4, batch_fetch_l2_blocks = 10;
 
-// The 8 chunks of pair j unpacked: lo[c] sub-block 2j, hi[c] sub-block 2j + 1 times 16: the
-// high nibbles masked in place (a byte stays unsigned up to 240), their products' sum shifted
-// back once per pair, exactly, where shifting each chunk down cost 8 operations more per pair
-// (the vector units hold the kernel back from the caches: Q4_K:2048:2048, one thread, warm,
-// 0.038 -> 0.036 ms).
-struct unpacked_pair {
-  __m512i lo[8], hi[8];
-  SPITE_AVX512 unpacked_pair(const std::byte* blk, int j) {
-    const __m512i m = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; ++c) {
-      const __m512i v = _mm512_load_si512(blk + x16_quants + 512 * j + 64 * c);
-      lo[c] = _mm512_and_si512(v, m);
-      hi[c] = _mm512_and_si512(v, m_hi);
-    }
-  }
-  // One activation row's pair sum of each row: sum over both sub-blocks of scale x (q . x).
-  SPITE_AVX512 __m512i scaled_sum(const x16_scales_mins& h, const gguf::block_q8_K& x, int j) const {
-    const std::int8_t* xs = x.qs + 64 * j;
-    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; ++c) {
-      a = _mm512_dpbusd_epi32(a, lo[c], _mm512_set1_epi32(load_u32(xs + 4 * c)));
-      b = _mm512_dpbusd_epi32(b, hi[c], _mm512_set1_epi32(load_u32(xs + 32 + 4 * c)));
-    }
-    b = _mm512_srai_epi32(b, 4);  // a multiple of 16, |b| < 2^20
-    const auto* sc = reinterpret_cast<const __m128i*>(h.scales[2 * j]);
-    return _mm512_add_epi32(_mm512_mullo_epi32(a, _mm512_cvtepu8_epi32(_mm_load_si128(sc))),
-                            _mm512_mullo_epi32(b, _mm512_cvtepu8_epi32(_mm_load_si128(sc + 1))));
-  }
-};
-
-// Pair j's sums, as unpacked_pair::scaled_sum gives them, of K activation rows at once, chunk by
-// chunk: each chunk unpacked once and taken against every row before the next, so the 2K
-// chains of VPDPBUSD advance side by side (row after row, two chains of 8 each, the later rows
-// waited behind the first's chains for the scheduler's room). Zen 4, one thread, from the
-// caches, min of three rounds alternated: Q4_K:2048:1024 x 4 rows 0.061 -> 0.058 ms, x 3 0.043
-// -> 0.040, x 128 1.85-1.89 -> 1.77-1.78; TinyLlama Q4_K_M prefill of 128 tokens 117-122 ->
-// 125-128 t/s. About 99 cycles a pair of sub-blocks and 4 rows, where its VPDPBUSD, VPMULLD and
-// VFMADD231PS alone need 76 of the one issue slot a cycle they share on 512-bit registers.
+// Pair j's sums of K activation rows: for each row and each of the 16 weight rows, the sum over
+// both sub-blocks of scale x (q . x). Chunk c unpacked once: sub-block 2j's low nibbles, and
+// sub-block 2j + 1's high nibbles masked in place (16 q, a byte staying unsigned up to 240), their
+// products' sum shifted back once per pair, exactly, where shifting each chunk down cost 8
+// operations more per pair (Q4_K:2048:2048 from the caches, one thread, 0.038 -> 0.036 ms). Each
+// chunk is taken against every row before the next, so the 2K chains of VPDPBUSD advance side by
+// side (row after row, two chains of 8 each, the later rows waited behind the first's chains for
+// the scheduler's room). Zen 4, one thread, from the caches, min of three rounds alternated:
+// Q4_K:2048:1024 x 4 rows 0.061 -> 0.058 ms, x 3 0.043 -> 0.040, x 128 1.85-1.89 -> 1.77-1.78;
+// TinyLlama Q4_K_M prefill of 128 tokens 117-122 -> 125-128 t/s. About 99 cycles a pair of
+// sub-blocks and 4 rows, where its VPDPBUSD, VPMULLD and VFMADD231PS alone need 76 of the one
+// issue slot a cycle they share on 512-bit registers. One row (decode) measures the same this way
+// as with the 8 chunks unpacked first.
 template <int K>
 SPITE_AVX512 inline void scaled_sums(const std::byte* blk, const x16_scales_mins& h, const gguf::block_q8_K* const* x, int j,
                                      __m512i* sums) {
@@ -135,7 +108,8 @@ SPITE_AVX512 inline void scaled_sums(const std::byte* blk, const x16_scales_mins
   const __m512i s0 = _mm512_cvtepu8_epi32(_mm_load_si128(sc)), s1 = _mm512_cvtepu8_epi32(_mm_load_si128(sc + 1));
 #pragma GCC unroll 4
   for (int k = 0; k < K; ++k) {
-    sums[k] = _mm512_add_epi32(_mm512_mullo_epi32(a[k], s0), _mm512_mullo_epi32(_mm512_srai_epi32(b[k], 4), s1));
+    const __m512i b16 = _mm512_srai_epi32(b[k], 4);  // b a multiple of 16, |b| < 2^20
+    sums[k] = _mm512_add_epi32(_mm512_mullo_epi32(a[k], s0), _mm512_mullo_epi32(b16, s1));
   }
 }
 
@@ -167,8 +141,10 @@ SPITE_AVX512 void gemv16(const std::byte* const* groups, std::int64_t nb, const 
       const x16_scales_mins h(blk + x16_packed_scales);
       for (int j = 0; j < 4; ++j) {
         if (ahead != 0) fetch_ahead(blk, j, ahead);
-        const unpacked_pair p(blk, j);
-        is = _mm512_add_epi32(is, p.scaled_sum(h, x[b], j));
+        const gguf::block_q8_K* row = &x[b];
+        __m512i sum;
+        scaled_sums<1>(blk, h, &row, j, &sum);
+        is = _mm512_add_epi32(is, sum);
         ms = _mm512_add_epi32(ms, pair_min(h, j, ps.of(j)));
       }
       acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(halves16(blk), xd), acc[s]);
