@@ -152,12 +152,10 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
       dw[s] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * h)));
       unpack_block<Nl>(pair + x16_quants + 256 * h, table, chunk[s]);
     }
-    // Rows two at a time (R), their S x R chains advancing side by side (Q4_0:2048:2048 from
-    // the caches, one thread: 3 rows 0.079-0.080 -> 0.077-0.078 ms, 4 rows 0.102-0.103 ->
-    // 0.098-0.100); all K rows at once would not leave the registers for it.
-    constexpr int R = K >= 2 ? 2 : 1;
-#pragma GCC unroll 2
-    for (int k0 = 0; k0 + R <= K; k0 += R) {
+    // Rows k0 .. k0 + R - 1, their S x R chains advancing side by side; rows go two at a time
+    // (Q4_0:2048:2048 from the caches, one thread: 3 rows 0.079-0.080 -> 0.077-0.078 ms, 4 rows
+    // 0.102-0.103 -> 0.098-0.100), as all K at once would not leave the registers for it.
+    const auto rows = [&]<int R>(int k0) SPITE_AVX512 {
       const std::int8_t* x[R];
       __m512i isum[R][S];
 #pragma GCC unroll 2
@@ -185,24 +183,10 @@ SPITE_AVX512 void decode16(const std::byte* const* groups, std::int64_t nb, cons
           acc[s][k0 + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][s]), _mm512_mul_ps(dw[s], dx), acc[s][k0 + r]);
         }
       }
-    }
-    if constexpr (K % 2 == 1 && K > 1) {
-      constexpr int k = K - 1;
-      const std::size_t i = static_cast<std::size_t>((t0 + k) * nb + b);
-      const std::int8_t* x = xb.qs(i);
-      __m512i isum[S];
+    };
 #pragma GCC unroll 2
-      for (int s = 0; s < S; ++s) isum[s] = _mm512_set1_epi32(Nl ? -16 * xb.sum8[i] : -xb.sum8[i]);
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
-        const __m512i xc = _mm512_set1_epi32(load_u32(x + 4 * c));
-#pragma GCC unroll 2
-        for (int s = 0; s < S; ++s) isum[s] = _mm512_dpbusd_epi32(isum[s], chunk[s][c], xc);
-      }
-      const __m512 dx = _mm512_set1_ps(xb.d[i]);
-#pragma GCC unroll 2
-      for (int s = 0; s < S; ++s) acc[s][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[s]), _mm512_mul_ps(dw[s], dx), acc[s][k]);
-    }
+    for (int k0 = 0; k0 + 2 <= K; k0 += 2) rows.template operator()<2>(k0);
+    if constexpr (K % 2 == 1) rows.template operator()<1>(K - 1);
   }
 #pragma GCC unroll 2
   for (int s = 0; s < S; ++s) {
