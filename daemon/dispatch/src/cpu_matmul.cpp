@@ -174,6 +174,16 @@ void matmul_parts(std::span<const weight* const> parts, const float* x, std::int
     run.out = rows;
     run.packed_size = 0;
     for (std::size_t k = i; k < j; ++k) run.packed_size += parts[k]->packed_size;
+    // One activation row whose parts' outputs lie one after the other (a decode step's q / k / v
+    // or gate / up, as the layers allocate them) is the run's output row: written in place. At
+    // two threads the copy read the half the other thread wrote, line by line across the cores.
+    bool in_place = n_tokens == 1;
+    for (std::size_t k = i + 1; k < j && in_place; ++k) in_place = ys[k] == ys[k - 1] + parts[k - 1]->out;
+    if (in_place) {
+      matmul(run, x, n_tokens, ys[i], pool);
+      i = j;
+      continue;
+    }
     // Written in full by the matmul: no zeroing on the decode path.
     const auto y = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(rows * n_tokens));
     matmul(run, x, n_tokens, y.get(), pool);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <span>
 
 #include "decoder.hpp"
 
@@ -124,8 +125,12 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
                      Dv = l.head_dim_v > 0 ? l.head_dim_v : c.head_dim_v;
   if (!l.rope_freqs) rope_freqs = nullptr;
   const bool own_kv = l.kv_layer < 0;
-  work_buffer q(static_cast<std::size_t>(n * H * D)), k(static_cast<std::size_t>(n * Hkv * D)),
-      v(static_cast<std::size_t>(n * Hkv * Dv)), gate;
+  // q, k and v side by side in one buffer: a decode step's three projections then come out of
+  // the one matmul that runs them together without a copy (matmul_parts writes its row in place).
+  const std::int64_t q_size = n * H * D, k_size = n * Hkv * D, v_size = n * Hkv * std::max(D, Dv);
+  work_buffer projections(static_cast<std::size_t>(q_size + k_size + v_size)), gate;
+  const std::span<float> q(projections.data(), static_cast<std::size_t>(q_size)),
+      k(q.data() + q_size, static_cast<std::size_t>(k_size)), v(k.data() + k_size, static_cast<std::size_t>(v_size));
   if (!l.qkv.empty()) {
     // Fused projection: each token's row is [q | k | v].
     const std::int64_t width = H * D + Hkv * D + Hkv * Dv;
@@ -153,7 +158,7 @@ void attention_block(forward_context& ctx, const attention_layer& l, const decod
     if (own_kv) {
       l.k.apply(ctx, in, n, k.data());
       if (l.v.empty()) {
-        v = k;  // no attn_v: the values are the keys' projection
+        std::copy(k.begin(), k.end(), v.begin());  // no attn_v: the values are the keys' projection
       } else {
         l.v.apply(ctx, in, n, v.data());
       }

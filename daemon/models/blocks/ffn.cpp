@@ -56,13 +56,16 @@ void dense(forward_context& ctx, const decoder_config& c, const linear& gate, co
   work_buffer h;
   if (!gate.empty()) {
     const std::int64_t F = gate.w.out;
-    work_buffer g(static_cast<std::size_t>(F * n)), u(static_cast<std::size_t>(F * n));
-    apply_parts(ctx, {{&gate, g.data()}, {&up, u.data()}}, in, n);
-    add_rows(g.data(), bias.gate, F, n);
-    add_rows(u.data(), bias.up, F, n);
-    if (limit > 0.0f) clamp_swiglu(g.data(), u.data(), F * n, limit);
-    h.resize(g.size());
-    activate(ctx, c, g.data(), u.data(), h.data(), F, n);
+    // gate beside up in one buffer: a decode step's pair comes out of the one matmul that runs
+    // them together without a copy (matmul_parts writes its row in place).
+    work_buffer gu(static_cast<std::size_t>(2 * F * n));
+    float *g = gu.data(), *u = g + F * n;
+    apply_parts(ctx, {{&gate, g}, {&up, u}}, in, n);
+    add_rows(g, bias.gate, F, n);
+    add_rows(u, bias.up, F, n);
+    if (limit > 0.0f) clamp_swiglu(g, u, F * n, limit);
+    h.resize(static_cast<std::size_t>(F * n));
+    activate(ctx, c, g, u, h.data(), F, n);
   } else {
     // Fused: each row of `up` output is [gate | up].
     const std::int64_t F = up.w.out / 2;

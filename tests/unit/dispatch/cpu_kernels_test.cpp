@@ -553,6 +553,19 @@ TEST_CASE("matrices packed inside packing_together lie together from the start, 
     for (auto& g : got) ys.push_back(g.data());
     cpu::matmul_parts(run, x.data(), n_tokens, ys.data(), pool);
     for (std::size_t i = 0; i < parts.size(); ++i) CHECK(differing_floats(want[i], got[i]) == 0);
+    // The parts' outputs one after the other in one buffer, as the layers allocate them: one
+    // token's row is the run's (written in place), more tokens' rows are not (moved to the parts).
+    std::vector<float> joined(static_cast<std::size_t>(2560 * n_tokens), -1.0f);
+    float* next = joined.data();
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      ys[i] = next;
+      next += outs[i] * n_tokens;
+    }
+    cpu::matmul_parts(run, x.data(), n_tokens, ys.data(), pool);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      INFO("part " << i << " in the joined buffer");
+      CHECK(differing_floats(want[i], std::vector<float>(ys[i], ys[i] + outs[i] * n_tokens)) == 0);
+    }
   }
 }
 
