@@ -35,6 +35,10 @@ std::span<const exact_matmul> fast_matmuls();
 // the reference's bits) and for comparing them: simd_x86_avx512.cpp.
 bool has_avx512_kernels();
 void set_avx512(bool allowed) noexcept;
+// Whether the AVX-512 kernels that also need VBMI take their VBMI forms (IQ4_XS's 16-row
+// decode), and a switch for tests: simd_x86_avx512.cpp.
+bool has_avx512_vbmi_kernels();
+void set_avx512_vbmi(bool allowed) noexcept;
 // The fetch distances the AVX-512 decode kernels take here ("default", "zen4", ...:
 // simd_x86_fetch_ahead.cpp); empty on other processors.
 const char* avx512_decode_fetch() noexcept;

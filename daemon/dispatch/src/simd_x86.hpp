@@ -27,6 +27,9 @@
 #define SPITE_AVX2 __attribute__((target("avx2,fma,f16c")))
 // AVX-VNNI: VPDPBUSD on 256-bit vectors (Intel's client cores from Alder Lake on, Zen 5).
 #define SPITE_AVX_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+// AVX-512 VNNI with VBMI (VPERMB and its kin: Intel from Ice Lake on, AMD from Zen 4 on; not
+// Skylake-X or Cascade Lake).
+#define SPITE_AVX512_VBMI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
 
 #include "simd_x86_prefetch.hpp"
 
@@ -634,6 +637,9 @@ struct q6_K_fused_tiles {
 const q6_K_fused_tiles* avx_vnni_q6_K_tiles();
 // False after set_avx512(false): the AVX-512 kernels of every file stand aside.
 bool avx512_allowed();
+// Whether the AVX-512 kernels may take their VBMI forms: the processor has VBMI, the AVX-512
+// kernels run, and set_avx512_vbmi(false) has not set those forms aside.
+bool avx512_vbmi_kernels();
 // simd_x86_avx512_bf16.cpp: the BF16 matmul with AVX-512 BF16 (w.in % 32 == 0); null without
 // it, when the instruction does not follow the reference's order, or after set_avx512(false).
 matmul_fn avx512_bf16_matmul();

@@ -26,6 +26,7 @@ bool avx512_wanted() {
 }
 
 std::atomic<bool> g_allowed{avx512_wanted()};
+std::atomic<bool> g_vbmi_allowed{true};
 
 // Sub-block pair j of a packed Q4_K block: its 8 chunks unpacked two per register (chunks 2c
 // and 2c + 1 in register c) and the 8 rows' scales of its two sub-blocks.
@@ -259,10 +260,16 @@ const q8_0_tiles* avx512_q8_0_tiles() {
   return avx512_q4_K_tiles() != nullptr ? &tiles : nullptr;
 }
 bool avx512_allowed() { return g_allowed.load(std::memory_order_relaxed); }
+bool avx512_vbmi_kernels() {
+  static const bool present = has_avx512_vnni() && __builtin_cpu_supports("avx512vbmi");
+  return present && g_vbmi_allowed.load(std::memory_order_relaxed) && avx512_q4_K_tiles() != nullptr;
+}
 }  // namespace x86
 
 bool has_avx512_kernels() { return x86::avx512_q4_K_tiles() != nullptr; }
 void set_avx512(bool allowed) noexcept { g_allowed = allowed; }
+bool has_avx512_vbmi_kernels() { return x86::avx512_vbmi_kernels(); }
+void set_avx512_vbmi(bool allowed) noexcept { g_vbmi_allowed = allowed; }
 const char* avx512_decode_fetch() noexcept { return x86::decode_fetch_profile(); }
 
 }  // namespace spite::dispatch::cpu
@@ -272,6 +279,8 @@ const char* avx512_decode_fetch() noexcept { return x86::decode_fetch_profile();
 namespace spite::dispatch::cpu {
 bool has_avx512_kernels() { return false; }
 void set_avx512(bool) noexcept {}
+bool has_avx512_vbmi_kernels() { return false; }
+void set_avx512_vbmi(bool) noexcept {}
 const char* avx512_decode_fetch() noexcept { return ""; }
 }  // namespace spite::dispatch::cpu
 

@@ -28,9 +28,9 @@ grid_matmul_fn avx512_grid_matmul(const Block*) {
   return nullptr;
 }
 
-// The AVX-512 VBMI kernels' target, and their constant vectors: a vector's bytes made at
-// compile time and loaded (built in the kernels, GCC stores them one by one on every call).
-#define SPITE_AVX512_VBMI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
+// The AVX-512 VBMI kernels' constant vectors (their target: SPITE_AVX512_VBMI, simd_x86.hpp): a
+// vector's bytes made at compile time and loaded (built in the kernels, GCC stores them one by one
+// on every call).
 struct alignas(64) vector_bytes {
   std::uint8_t b[64];
 };

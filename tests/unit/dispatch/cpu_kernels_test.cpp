@@ -173,6 +173,18 @@ TEST_CASE("the SIMD Q5_0 matmul gives the reference's bits") { check_bit_identic
 TEST_CASE("the SIMD Q4_1 matmul gives the reference's bits") { check_bit_identical(tensor_type::q4_1, 32); }
 TEST_CASE("the SIMD Q5_1 matmul gives the reference's bits") { check_bit_identical(tensor_type::q5_1, 32); }
 TEST_CASE("the SIMD IQ4_XS matmul gives the reference's bits") { check_bit_identical(tensor_type::iq4_xs, 256); }
+TEST_CASE("the SIMD IQ4_XS matmul gives the reference's bits without AVX-512 VBMI too") {
+  // The 16-row decode looks its magnitudes up with VPERMB where the processor has VBMI, else
+  // with VPSHUFB (AVX-512 processors before Ice Lake).
+  if (!cpu::has_avx512_vbmi_kernels()) {
+    WARN("no AVX-512 VBMI here: the VPSHUFB form is the one the test above checks");
+    return;
+  }
+  cpu::set_avx512_vbmi(false);
+  CHECK_FALSE(cpu::has_avx512_vbmi_kernels());
+  check_bit_identical(tensor_type::iq4_xs, 256);
+  cpu::set_avx512_vbmi(true);
+}
 TEST_CASE("the SIMD IQ4_NL matmul gives the reference's bits") { check_bit_identical(tensor_type::iq4_nl, 32); }
 TEST_CASE("the SIMD MXFP4 matmul gives the reference's bits") { check_bit_identical(tensor_type::mxfp4, 32); }
 TEST_CASE("the MXFP4 reference matmul is the dot product of the dequantized blocks with the 8-bit activations") {
