@@ -13,9 +13,35 @@ namespace spite::dispatch::cpu {
 
 namespace {
 
-// Row r of rms_norm from its sum of squares.
-void rms_scale_row(const float* xr, const float* w, float* yr, std::int64_t n, double sum, float eps) {
-  const float mean = static_cast<float>(sum / static_cast<double>(n));
+// The reference's mean of a row's squares: float(sum / n), the squares (floats, widened) added
+// in double one after the other. That chain of dependent additions set the pace of a decode
+// step's norms (2048 of them, 3-4 cycles each). Any order of adding n non-negative terms lands
+// within gamma = (n - 1) u / (1 - (n - 1) u) of their exact sum S (u = 2^-53), so the chain's sum
+// and one taken in 8 lanes lie within 2 gamma S of each other; float(sum / n) is monotonic in
+// the sum, so where the bounds around the lanes' sum give one float, it is the chain's. Only
+// rows within about 2 n u of a float's rounding boundary (about one in 10^5 at 2048) run the
+// chain.
+float mean_square(const float* x, std::int64_t n) {
+  const auto dn = static_cast<double>(n);
+  double lanes[8] = {};
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) lanes[k] += static_cast<double>(x[i + k] * x[i + k]);
+  }
+  double sum = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+  for (; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  // 2 gamma / (1 - gamma) with room to spare, and 4 u for the rounding of sum -/+ bound.
+  constexpr double u = 0x1p-53;
+  const double bound = sum * (2.0 * dn * u * (1.0 + 0x1p-20) + 4.0 * u);
+  const auto low = static_cast<float>((sum - bound) / dn), high = static_cast<float>((sum + bound) / dn);
+  if (low == high && std::isfinite(sum) && n < (std::int64_t{1} << 30)) return low;
+  double chain = 0.0;
+  for (std::int64_t j = 0; j < n; ++j) chain += static_cast<double>(x[j] * x[j]);
+  return static_cast<float>(chain / dn);
+}
+
+// Row r of rms_norm from the mean of its squares.
+void rms_scale_row(const float* xr, const float* w, float* yr, std::int64_t n, float mean, float eps) {
   const float scale = 1.0f / std::sqrt(mean + eps);
   for (std::int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale;
   if (w != nullptr) {
@@ -30,7 +56,7 @@ void rms_norm(const float* x, const float* w, float* y, std::int64_t n, std::int
   // dependent additions that sets the pace. Four rows' chains side by side (each still in its
   // own order) run faster: 4 rows of 2048 normed in 2.7-3.2 us with the SIMD sums (1.4 of it
   // the sums), 3.5-4.6 with four scalar chains, 6.9-8.3 one row after the other. A row alone
-  // (decode) stays one chain.
+  // (decode) is summed in lanes where that provably gives the chain's mean (mean_square).
   const simd_math* simd = fast_math();
   std::int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
@@ -47,14 +73,9 @@ void rms_norm(const float* x, const float* w, float* y, std::int64_t n, std::int
         sums[3] += static_cast<double>(x3[i] * x3[i]);
       }
     }
-    for (int k = 0; k < 4; ++k) rms_scale_row(x0 + k * n, w, y + (r + k) * n, n, sums[k], eps);
+    for (int k = 0; k < 4; ++k) rms_scale_row(x0 + k * n, w, y + (r + k) * n, n, static_cast<float>(sums[k] / static_cast<double>(n)), eps);
   }
-  for (; r < rows; ++r) {
-    const float* xr = x + r * n;
-    double sum = 0.0;
-    for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i] * xr[i]);
-    rms_scale_row(xr, w, y + r * n, n, sum, eps);
-  }
+  for (; r < rows; ++r) rms_scale_row(x + r * n, w, y + r * n, n, mean_square(x + r * n, n), eps);
 }
 
 namespace {

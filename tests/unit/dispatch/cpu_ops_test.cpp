@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -99,6 +100,70 @@ TEST_CASE("RoPE rotates each token by its own position and leaves the dimensions
       CHECK(differ == 0);
     }
   }
+}
+
+TEST_CASE("RMS norm of a single row gives the bits of the reference's one-after-the-other double sum, at rounding boundaries too") {
+  // A single row's sum is taken in lanes and checked against bounds that the chain's sum must lie
+  // within; rows near a float rounding boundary fall back to the chain. The reference mean is
+  // float(sum / n) of the chain's sum.
+  const auto reference_scale = [](const std::vector<float>& x) {
+    double sum = 0.0;
+    for (const float v : x) sum += static_cast<double>(v * v);
+    return 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(x.size())) + 1e-6f);
+  };
+  const auto differing = [&](const std::vector<float>& x) {
+    std::vector<float> got(x.size());
+    cpu::rms_norm(x.data(), nullptr, got.data(), static_cast<std::int64_t>(x.size()), 1, 1e-6f);
+    const float scale = reference_scale(x);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) differ += !same_bits(got[i], x[i] * scale);
+    return differ;
+  };
+  std::mt19937 rng(43);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> length(1, 5000), exponent(-40, 40);
+  // Rows with a wide range of magnitudes round in double along the way (the lanes' sum then
+  // differs from the chain's in its last bits).
+  for (int row = 0; row < 3000; ++row) {
+    std::vector<float> x(static_cast<std::size_t>(length(rng)));
+    const bool wide = row % 2 == 0;
+    for (float& v : x) v = normal(rng) * (wide ? std::ldexp(1.0f, exponent(rng)) : 1.0f);
+    INFO("row " << row << ", " << x.size() << " elements");
+    CHECK(differing(x) == 0);
+  }
+  // Sums whose mean is exactly halfway between two floats: {1, t} with t * t = 1 + k 2^-23 for
+  // an odd k has the mean 1 + k 2^-24. The bounds straddle the boundary and the chain decides.
+  int halfway = 0;
+  for (float t = 1.0f; t < 1.4f && halfway < 8; t = std::nextafter(t, 2.0f)) {
+    std::uint32_t square_bits = 0;
+    const float square = t * t;
+    std::memcpy(&square_bits, &square, sizeof square);
+    if ((square_bits & 1U) == 0) continue;
+    ++halfway;
+    const std::vector<float> x{1.0f, t};
+    INFO("t " << t);
+    CHECK(differing(x) == 0);
+  }
+  CHECK(halfway == 8);
+  // Rows whose chain and any lane-wise sum round apart: (4a)^2 + (2^-10)^2 = 16 (a^2 + 2^-24) is 16
+  // times the midpoint above a^2 (in [1, 2), its last bit even: the chain's mean rounds to it),
+  // and the fourteen (2^-25)^2 = 2^-50, each lost against 16 in the chain, add up in lanes to 3 x
+  // 2^-48 (their mean rounds up, to a^2 + 2^-23). Taken where the two means give different scales.
+  const auto scale_of = [](float mean) { return 1.0f / std::sqrt(mean + 1e-6f); };
+  int apart = 0;
+  for (int k = 2048; k < 2896 && apart < 4; ++k) {  // a = k / 2048: 12 bits, a^2 exact
+    const float a = static_cast<float>(k) / 2048.0f, square = a * a;
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &square, sizeof square);
+    if ((bits & 1U) != 0 || scale_of(square) == scale_of(std::nextafter(square, 2.0f))) continue;
+    ++apart;
+    std::vector<float> x(16, std::ldexp(1.0f, -25));
+    x[0] = 4.0f * a;
+    x[8] = std::ldexp(1.0f, -10);
+    INFO("a " << a);
+    CHECK(differing(x) == 0);
+  }
+  CHECK(apart == 4);
 }
 
 TEST_CASE("RMS norm of several rows gives each row the bits of the reference's double sum, in place too") {
